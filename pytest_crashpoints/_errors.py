@@ -1,0 +1,119 @@
+"""Errors raised by pytest-crashpoints.
+
+Every error descends from :class:`CrashpointsError` and says what went wrong and what to do::
+
+    CrashpointsError
+    ├── ArgumentsError            arguments that cannot be normalized (nothing recorded or sent)
+    ├── LedgerError
+    │   ├── SchemaVersionError    a ledger file of another schema version
+    │   ├── IdempotencyKeyConflict  the same key already names an effect with other arguments
+    │   ├── IllegalTransition     a state change the transition table forbids (nothing changed)
+    │   ├── UnknownAttempt        no attempt with that id
+    │   └── LeaseHeld             the attempt is owned by someone else whose lease has not expired
+    └── ProviderRejected          the provider refused the request before applying any effect
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ArgumentsError",
+    "CrashpointsError",
+    "IdempotencyKeyConflict",
+    "IllegalTransition",
+    "LeaseHeld",
+    "LedgerError",
+    "ProviderRejected",
+    "SchemaVersionError",
+    "UnknownAttempt",
+]
+
+
+class CrashpointsError(Exception):
+    """Base class of every error pytest-crashpoints raises on purpose."""
+
+
+class ArgumentsError(CrashpointsError, ValueError):
+    """Tool arguments that cannot be normalized to canonical JSON.
+
+    Raised before anything is recorded or sent.
+    """
+
+
+class LedgerError(CrashpointsError):
+    """A ledger operation that was refused; the ledger is unchanged."""
+
+
+class SchemaVersionError(LedgerError):
+    """The ledger file was written by another schema version."""
+
+
+class IdempotencyKeyConflict(LedgerError):
+    """The idempotency key already names an effect whose arguments hash differently."""
+
+    def __init__(self, idempotency_key: str, existing_hash: str, new_hash: str) -> None:
+        self.idempotency_key = idempotency_key
+        self.existing_hash = existing_hash
+        self.new_hash = new_hash
+        super().__init__(
+            f"idempotency key {idempotency_key!r} already names an effect with arguments hash "
+            f"{existing_hash[:12]}…, not {new_hash[:12]}…; nothing was recorded. An idempotency "
+            "key must name one logical effect: derive it from what makes the effect unique, or "
+            "use a new key for a different effect."
+        )
+
+
+class IllegalTransition(LedgerError):
+    """A state change that the transition table forbids."""
+
+    def __init__(self, attempt_id: str, from_state: str, to_state: str) -> None:
+        self.attempt_id = attempt_id
+        self.from_state = from_state
+        self.to_state = to_state
+        super().__init__(
+            f"attempt {attempt_id!r} cannot go from {from_state} to {to_state}: the transition "
+            "table forbids it, and nothing was changed. Re-read the attempt: another process "
+            "may have moved it first."
+        )
+
+
+class UnknownAttempt(LedgerError, KeyError):
+    """No attempt with that id exists in the ledger."""
+
+    def __init__(self, attempt_id: str) -> None:
+        self.attempt_id = attempt_id
+        super().__init__(attempt_id)
+
+    def __str__(self) -> str:
+        return f"no attempt {self.attempt_id!r} in this ledger; check the id and the ledger path."
+
+
+class LeaseHeld(LedgerError):
+    """The attempt is owned by another process whose lease has not expired."""
+
+    def __init__(self, attempt_id: str, owner: str, lease_expires_at: float) -> None:
+        self.attempt_id = attempt_id
+        self.owner = owner
+        self.lease_expires_at = lease_expires_at
+        super().__init__(
+            f"attempt {attempt_id!r} is owned by {owner!r} until t={lease_expires_at:g}; "
+            "wait for the lease to expire or let its owner finish."
+        )
+
+
+class ProviderRejected(CrashpointsError):
+    """The provider refused the request before applying any effect.
+
+    Raise it from a tool adapter's ``dispatch`` only when the provider's answer proves that
+    nothing happened (a validation error, a 5xx before applying, a 429). Any other exception
+    from ``dispatch`` leaves the attempt UNKNOWN, because the effect may have happened.
+
+    ``retryable`` says whether the same request may succeed later (``retry_after`` seconds of
+    harness time from now, when the provider said so).
+    """
+
+    def __init__(
+        self, message: str, *, retryable: bool, retry_after: float | None = None
+    ) -> None:
+        self.retryable = retryable
+        self.retry_after = retry_after
+        super().__init__(message)
