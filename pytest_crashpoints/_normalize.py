@@ -13,7 +13,7 @@ from ._errors import ArgumentsError
 __all__ = ["JSONValue", "args_hash", "canonical_json", "normalize_args"]
 
 JSONValue: TypeAlias = (
-    "None | bool | int | float | str | list[JSONValue] | dict[str, JSONValue]"
+    "bool | int | float | str | list[JSONValue] | dict[str, JSONValue] | None"
 )
 
 
