@@ -1,0 +1,215 @@
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from pytest_crashpoints import (
+    ArgumentsError,
+    Authority,
+    IdempotencyKeyConflict,
+    ProviderRejected,
+    State,
+    args_hash,
+)
+from pytest_crashpoints._ledger import Attempt, Ledger
+from pytest_crashpoints._normalize import JSONValue
+from pytest_crashpoints._toolcall import (
+    Absent,
+    Found,
+    LookupResult,
+    Receipt,
+    Unavailable,
+    guarded_call,
+)
+
+from .conftest import ManualClock
+
+AUTH = Authority.of(tenant_id="tenant-7", credential_scope="email:send", policy_version="p1")
+
+
+@dataclasses.dataclass
+class FakeMailer:
+    """An in-memory provider and adapter; `sent` is its journal."""
+
+    ledger_path: Path
+    idempotent: bool = False
+    has_lookup: bool = True
+    tool_name: str = "send_email"
+    durable: bool = False
+    fail_with: BaseException | None = None
+    lookup_answer: LookupResult | None = None
+    sent: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    state_seen_at_dispatch: list[State] = dataclasses.field(default_factory=list)
+
+    def dispatch(
+        self, args: Mapping[str, JSONValue], *, idempotency_key: str, authority: Authority
+    ) -> Receipt:
+        # What another process would read at the moment the request leaves.
+        observer = Ledger(self.ledger_path)
+        attempt = observer.find(idempotency_key)
+        observer.close()
+        assert attempt is not None
+        self.state_seen_at_dispatch.append(attempt.state)
+        if self.fail_with is not None:
+            raise self.fail_with
+        self.sent.append((idempotency_key, args_hash(args)))
+        return Receipt(
+            request_id=f"req_{len(self.sent)}",
+            result_ref=f"msg_{len(self.sent)}",
+            durable=self.durable,
+            payload_hash=args_hash(args) if self.durable else None,
+        )
+
+    def lookup(self, attempt: Attempt) -> LookupResult:
+        if self.lookup_answer is not None:
+            return self.lookup_answer
+        for key, digest in self.sent:
+            if key == attempt.idempotency_key:
+                return Found(payload_hash=digest, result_ref=f"msg-of-{key}")
+        return Absent()
+
+
+def call(ledger: Ledger, adapter: FakeMailer, **overrides: object) -> Attempt:
+    params: dict[str, object] = dict(
+        task_id="t-1",
+        args={"to": "a@example.com", "invoice": "inv-7"},
+        idempotency_key="invoice:tenant-7:inv-7:send",
+        authority=AUTH,
+        actor="worker-1",
+    )
+    params.update(overrides)
+    return guarded_call(ledger, adapter, **params)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def mailer(ledger: Ledger) -> FakeMailer:
+    return FakeMailer(ledger.path)
+
+
+def states(ledger: Ledger, attempt: Attempt) -> list[State]:
+    return [e.to_state for e in ledger.events(attempt.attempt_id)]
+
+
+def test_confirmed_through_lookup_and_dispatched_before_the_request_left(
+    ledger: Ledger, mailer: FakeMailer
+) -> None:
+    attempt = call(ledger, mailer)
+    assert attempt.state is State.OUTCOME_CONFIRMED
+    assert mailer.state_seen_at_dispatch == [State.DISPATCHED]
+    assert attempt.provider_request_id == "req_1"
+    assert attempt.result_ref == "msg-of-invoice:tenant-7:inv-7:send"
+    assert states(ledger, attempt) == [
+        State.INTENT_RECORDED,
+        State.DISPATCHED,
+        State.OUTCOME_CONFIRMED,
+    ]
+
+
+def test_durable_receipt_confirms_without_lookup(ledger: Ledger, mailer: FakeMailer) -> None:
+    mailer.durable, mailer.lookup_answer = True, Unavailable("must not be asked")
+    attempt = call(ledger, mailer)
+    assert (attempt.state, attempt.result_ref) == (State.OUTCOME_CONFIRMED, "msg_1")
+
+
+def test_a_bare_response_without_lookup_is_not_confirmation(
+    ledger: Ledger, mailer: FakeMailer
+) -> None:
+    mailer.has_lookup = False
+    attempt = call(ledger, mailer)
+    assert attempt.state is State.UNKNOWN
+    assert attempt.provider_request_id == "req_1"
+
+
+@pytest.mark.parametrize(
+    ("answer", "why"),
+    [
+        (Absent(), "may lag"),
+        (Unavailable("lookup timed out"), "lookup timed out"),
+        (Found(payload_hash="0" * 64), "another payload hash"),
+    ],
+)
+def test_unconfirmed_lookup_leaves_unknown(
+    ledger: Ledger, mailer: FakeMailer, answer: LookupResult, why: str
+) -> None:
+    mailer.lookup_answer = answer
+    attempt = call(ledger, mailer)
+    assert attempt.state is State.UNKNOWN
+    assert why in ledger.events(attempt.attempt_id)[-1].reason
+
+
+def test_an_exception_from_dispatch_means_unknown_not_failed(
+    ledger: Ledger, mailer: FakeMailer
+) -> None:
+    mailer.fail_with = ConnectionResetError("connection lost after sending")
+    attempt = call(ledger, mailer)
+    assert attempt.state is State.UNKNOWN
+    assert "may have happened" in ledger.events(attempt.attempt_id)[-1].reason
+
+
+def test_a_provider_refusal_fails_and_a_retryable_one_backs_off(
+    ledger: Ledger, mailer: FakeMailer, clock: ManualClock
+) -> None:
+    mailer.fail_with = ProviderRejected("422 invalid address", retryable=False)
+    failed = call(ledger, mailer)
+    assert failed.state is State.FAILED
+    mailer.fail_with = ProviderRejected("429 slow down", retryable=True, retry_after=30)
+    later = call(ledger, mailer, idempotency_key="other-key")
+    assert later.state is State.FAILED_RETRYABLE
+    assert later.next_attempt_at == clock.t + 30
+
+
+def test_redelivery_after_success_sends_nothing(ledger: Ledger, mailer: FakeMailer) -> None:
+    first = call(ledger, mailer)
+    second = call(ledger, mailer, actor="worker-2")
+    assert second == first
+    assert len(mailer.sent) == 1
+    assert len(ledger.attempts()) == 1
+
+
+def test_redelivery_of_an_in_flight_attempt_leaves_it_to_recovery(
+    ledger: Ledger, mailer: FakeMailer
+) -> None:
+    mailer.has_lookup = False
+    unknown = call(ledger, mailer)
+    assert unknown.state is State.UNKNOWN
+    again = call(ledger, mailer, actor="worker-2")
+    assert again.state is State.UNKNOWN
+    assert len(mailer.sent) == 1
+
+
+def test_redelivery_while_the_intent_is_owned_does_not_dispatch(
+    ledger: Ledger, mailer: FakeMailer, clock: ManualClock
+) -> None:
+    ledger.record_intent(
+        task_id="t-1",
+        tool_name="send_email",
+        args={"to": "a@example.com", "invoice": "inv-7"},
+        idempotency_key="invoice:tenant-7:inv-7:send",
+        authority=AUTH,
+        actor="worker-1",
+        lease_seconds=60,
+    )
+    held = call(ledger, mailer, actor="worker-2")
+    assert held.state is State.INTENT_RECORDED
+    assert mailer.sent == []
+    clock.advance(61)  # worker-1 died at A; its lease ran out
+    taken = call(ledger, mailer, actor="worker-2")
+    assert taken.state is State.OUTCOME_CONFIRMED
+    assert len(mailer.sent) == 1
+
+
+def test_bad_arguments_record_nothing_and_send_nothing(ledger: Ledger, mailer: FakeMailer) -> None:
+    with pytest.raises(ArgumentsError):
+        call(ledger, mailer, args={"to": "a@example.com", "amount": float("inf")})
+    assert ledger.attempts() == []
+    assert mailer.sent == []
+
+
+def test_key_conflict_sends_nothing(ledger: Ledger, mailer: FakeMailer) -> None:
+    call(ledger, mailer)
+    with pytest.raises(IdempotencyKeyConflict):
+        call(ledger, mailer, args={"to": "b@example.com", "invoice": "inv-7"})
+    assert len(mailer.sent) == 1
