@@ -16,26 +16,48 @@ from ._errors import (
     UnknownAttempt,
 )
 from ._failpoints import crashpoint
+from ._ledger import SCHEMA_VERSION, Attempt, Event, Ledger, QueueEntry
 from ._normalize import args_hash, canonical_json, normalize_args
 from ._states import FINAL_STATES, IN_FLIGHT_STATES, TRANSITIONS, State
+from ._toolcall import (
+    Absent,
+    Found,
+    LookupResult,
+    Receipt,
+    ToolAdapter,
+    Unavailable,
+    guarded_call,
+)
 
 __all__ = [
     "FINAL_STATES",
+    "SCHEMA_VERSION",
     "IN_FLIGHT_STATES",
     "TRANSITIONS",
+    "Absent",
     "ArgumentsError",
+    "Attempt",
     "Authority",
     "CrashpointsError",
+    "Event",
+    "Found",
     "IdempotencyKeyConflict",
     "IllegalTransition",
     "LeaseHeld",
+    "Ledger",
     "LedgerError",
+    "LookupResult",
     "ProviderRejected",
+    "QueueEntry",
+    "Receipt",
     "SchemaVersionError",
     "State",
+    "ToolAdapter",
+    "Unavailable",
     "UnknownAttempt",
     "args_hash",
     "canonical_json",
     "crashpoint",
+    "guarded_call",
     "normalize_args",
 ]
