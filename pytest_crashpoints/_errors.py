@@ -10,7 +10,11 @@ Every error descends from :class:`CrashpointsError` and says what went wrong and
     │   ├── IllegalTransition     a state change the transition table forbids (nothing changed)
     │   ├── UnknownAttempt        no attempt with that id
     │   └── LeaseHeld             the attempt is owned by someone else whose lease has not expired
-    └── ProviderRejected          the provider refused the request before applying any effect
+    ├── ProviderRejected          the provider refused the request before applying any effect
+    └── HarnessError              the fault-injection harness could not do what was asked
+        ├── HarnessUsageError     a bad fault, timeout, clock move or authority change (ValueError)
+        ├── WorkerNotPaused       a worker did not reach (or is not at) the gate being waited on
+        └── UnknownTask           the authority store has no authority for that task (KeyError)
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from __future__ import annotations
 __all__ = [
     "ArgumentsError",
     "CrashpointsError",
+    "HarnessError",
+    "HarnessUsageError",
     "IdempotencyKeyConflict",
     "IllegalTransition",
     "LeaseHeld",
@@ -25,6 +31,8 @@ __all__ = [
     "ProviderRejected",
     "SchemaVersionError",
     "UnknownAttempt",
+    "UnknownTask",
+    "WorkerNotPaused",
 ]
 
 
@@ -117,3 +125,35 @@ class ProviderRejected(CrashpointsError):
         self.retryable = retryable
         self.retry_after = retry_after
         super().__init__(message)
+
+
+class HarnessError(CrashpointsError):
+    """The fault-injection harness could not do what was asked."""
+
+
+class HarnessUsageError(HarnessError, ValueError):
+    """A request the harness refuses: a bad fault, timeout, clock move or authority change."""
+
+
+class WorkerNotPaused(HarnessError):
+    """A worker did not reach the gate being waited on, or is not paused at the gate being
+    released. ``outcome`` is the worker's outcome when it already ended, else ``None``."""
+
+    def __init__(self, message: str, *, gate: str, outcome: object | None = None) -> None:
+        self.gate = gate
+        self.outcome = outcome
+        super().__init__(message)
+
+
+class UnknownTask(HarnessError, KeyError):
+    """The authority store has no authority for that task."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        super().__init__(task_id)
+
+    def __str__(self) -> str:
+        return (
+            f"no authority was ever granted for task {self.task_id!r} in this store; grant one "
+            "with AuthorityStore.set(task_id, authority) before a worker reads it."
+        )
