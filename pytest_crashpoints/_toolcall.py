@@ -161,10 +161,10 @@ def guarded_call(
         )
     except IllegalTransition:
         return ledger.get(attempt.attempt_id)
-    return _dispatch_and_confirm(ledger, adapter, attempt, normalized, actor=actor, where=where)
+    return dispatch_and_confirm(ledger, adapter, attempt, normalized, actor=actor, where=where)
 
 
-def _dispatch_and_confirm(
+def dispatch_and_confirm(
     ledger: Ledger,
     adapter: ToolAdapter,
     attempt: Attempt,
