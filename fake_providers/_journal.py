@@ -1,0 +1,331 @@
+"""The provider journal: external reality, on disk, surviving the worker's death.
+
+One SQLite file per provider (never the ledger's file). It holds what the provider did (every
+request and every applied effect) and what the harness told it to do (keys, settings, faults).
+Everything lives in the file, not in memory, because the in-process handler runs inside forked
+worker processes while the harness flips switches from the parent.
+
+Durability: WAL, ``synchronous=FULL``, a busy timeout, and write transactions taken with
+``BEGIN IMMEDIATE``. An accepted effect is committed before any response leaves the provider.
+Connections are opened lazily per process: a connection inherited over ``fork`` is never used
+(nor closed) in the child.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["EffectRecord", "Journal", "RequestRecord"]
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS counters(name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS keys(
+    secret TEXT PRIMARY KEY, key_id TEXT NOT NULL, tenant_id TEXT NOT NULL,
+    scopes TEXT NOT NULL, revoked INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS settings(name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS faults(
+    kind TEXT PRIMARY KEY, remaining INTEGER, applies_to TEXT NOT NULL, value REAL);
+CREATE TABLE IF NOT EXISTS requests(
+    seq INTEGER PRIMARY KEY, request_id TEXT NOT NULL UNIQUE, time REAL NOT NULL,
+    method TEXT NOT NULL, path TEXT NOT NULL, operation TEXT, kind TEXT,
+    tenant_id TEXT, key_id TEXT, scopes TEXT,
+    idempotency_key TEXT, correlation_id TEXT, attempt_id TEXT, operation_key TEXT,
+    payload_hash TEXT, args_hash TEXT,
+    status INTEGER, effect_applied INTEGER NOT NULL, object_id TEXT, fault TEXT,
+    replayed INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS requests_operation_key ON requests(operation_key);
+CREATE INDEX IF NOT EXISTS requests_attempt ON requests(attempt_id);
+CREATE TABLE IF NOT EXISTS effects(
+    seq INTEGER PRIMARY KEY, time REAL NOT NULL, operation TEXT NOT NULL,
+    operation_key TEXT NOT NULL, object_type TEXT NOT NULL, object_id TEXT NOT NULL,
+    tenant_id TEXT NOT NULL, key_id TEXT NOT NULL, scopes TEXT NOT NULL,
+    idempotency_key TEXT, correlation_id TEXT, attempt_id TEXT,
+    payload_hash TEXT NOT NULL, args_hash TEXT, request_id TEXT NOT NULL,
+    body TEXT NOT NULL,
+    UNIQUE(object_type, object_id));
+CREATE INDEX IF NOT EXISTS effects_operation_key ON effects(operation_key);
+CREATE TABLE IF NOT EXISTS idempotency(
+    tenant_id TEXT NOT NULL, key TEXT NOT NULL, params_hash TEXT NOT NULL,
+    state TEXT NOT NULL, owner_pid INTEGER, owner_start TEXT, created_at REAL NOT NULL,
+    status INTEGER, headers TEXT, body BLOB,
+    PRIMARY KEY(tenant_id, key));
+"""
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One request the provider received, whatever its outcome.
+
+    ``status`` is None when no response was produced (a lookup timeout); ``fault`` names the
+    injected fault that shaped the answer, if any (``"response_lost"`` means the effect was
+    applied and the client saw a connection failure). ``scopes`` are the scopes of the key
+    presented, at the time of the request; ``tenant_id`` is the key's tenant (None for an unknown
+    key).
+    """
+
+    seq: int
+    request_id: str
+    time: float
+    method: str
+    path: str
+    operation: str | None
+    kind: str | None
+    tenant_id: str | None
+    key_id: str | None
+    scopes: tuple[str, ...] | None
+    idempotency_key: str | None
+    correlation_id: str | None
+    attempt_id: str | None
+    operation_key: str | None
+    payload_hash: str | None
+    args_hash: str | None
+    status: int | None
+    effect_applied: bool
+    object_id: str | None
+    fault: str | None
+    replayed: bool
+
+
+@dataclass(frozen=True)
+class EffectRecord:
+    """One effect the provider applied (a charge made, an email sent, an issue opened, a deploy).
+
+    ``operation_key`` names the logical operation: the idempotency key for payments, otherwise
+    the correlation id, or the payload hash when the client sent no correlation id.
+    ``time`` is the harness time the effect was committed. ``body`` is the stored object.
+    """
+
+    seq: int
+    time: float
+    operation: str
+    operation_key: str
+    object_type: str
+    object_id: str
+    tenant_id: str
+    key_id: str
+    scopes: tuple[str, ...]
+    idempotency_key: str | None
+    correlation_id: str | None
+    attempt_id: str | None
+    payload_hash: str
+    args_hash: str | None
+    request_id: str
+    body: dict[str, Any]
+
+
+def _scopes(text: str | None) -> tuple[str, ...] | None:
+    return None if text is None else tuple(json.loads(text))
+
+
+def _request_record(row: sqlite3.Row) -> RequestRecord:
+    return RequestRecord(
+        seq=row["seq"],
+        request_id=row["request_id"],
+        time=row["time"],
+        method=row["method"],
+        path=row["path"],
+        operation=row["operation"],
+        kind=row["kind"],
+        tenant_id=row["tenant_id"],
+        key_id=row["key_id"],
+        scopes=_scopes(row["scopes"]),
+        idempotency_key=row["idempotency_key"],
+        correlation_id=row["correlation_id"],
+        attempt_id=row["attempt_id"],
+        operation_key=row["operation_key"],
+        payload_hash=row["payload_hash"],
+        args_hash=row["args_hash"],
+        status=row["status"],
+        effect_applied=bool(row["effect_applied"]),
+        object_id=row["object_id"],
+        fault=row["fault"],
+        replayed=bool(row["replayed"]),
+    )
+
+
+def _effect_record(row: sqlite3.Row) -> EffectRecord:
+    return EffectRecord(
+        seq=row["seq"],
+        time=row["time"],
+        operation=row["operation"],
+        operation_key=row["operation_key"],
+        object_type=row["object_type"],
+        object_id=row["object_id"],
+        tenant_id=row["tenant_id"],
+        key_id=row["key_id"],
+        scopes=tuple(json.loads(row["scopes"])),
+        idempotency_key=row["idempotency_key"],
+        correlation_id=row["correlation_id"],
+        attempt_id=row["attempt_id"],
+        payload_hash=row["payload_hash"],
+        args_hash=row["args_hash"],
+        request_id=row["request_id"],
+        body=json.loads(row["body"]),
+    )
+
+
+class Journal:
+    """A provider's journal file: durable ground truth and the harness's control panel.
+
+    Safe to use from several threads and from forked processes (each process opens its own
+    connections). Read it from the harness with the same class: ``Journal(path, provider=...)``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, provider: str) -> None:
+        self.path = Path(path)
+        self.provider = provider
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        self._idle: list[sqlite3.Connection] = []
+        with self.transaction() as conn:
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            row = conn.execute("SELECT value FROM meta WHERE name='provider'").fetchone()
+            if row is None:
+                conn.execute("INSERT INTO meta VALUES ('provider', ?)", (provider,))
+                conn.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            elif row[0] != provider:
+                raise ValueError(
+                    f"{self.path} is the journal of the {row[0]!r} provider, not {provider!r}; "
+                    "give every provider its own journal file."
+                )
+
+    # -- connections ---------------------------------------------------------------------------
+
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self.path, timeout=30.0, isolation_level=None, check_same_thread=False
+        )
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("PRAGMA busy_timeout=30000")
+        return conn
+
+    def _forget_inherited(self) -> None:
+        # After fork, the parent's connections (and a lock a parent thread may have held) are
+        # not ours: leave them untouched and start afresh.
+        if self._pid != os.getpid():
+            self._pid = os.getpid()
+            self._lock = threading.Lock()
+            self._idle = []
+
+    @contextmanager
+    def connection(self) -> Iterator[sqlite3.Connection]:
+        """A connection of this process, in autocommit mode, returned to the pool afterwards."""
+        self._forget_inherited()
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = self._open()
+        try:
+            yield conn
+        finally:
+            if conn.in_transaction:
+                conn.rollback()
+            with self._lock:
+                self._idle.append(conn)
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction (``BEGIN IMMEDIATE``): committed on success, rolled back on error."""
+        with self.connection() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def close(self) -> None:
+        """Close this process's idle connections (the journal stays usable; it reopens lazily)."""
+        self._forget_inherited()
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    # -- queries for the invariant checks ------------------------------------------------------
+
+    def requests(
+        self,
+        *,
+        operation_key: str | None = None,
+        attempt_id: str | None = None,
+        tenant_id: str | None = None,
+        idempotency_key: str | None = None,
+        correlation_id: str | None = None,
+        request_id: str | None = None,
+    ) -> list[RequestRecord]:
+        """Every request matching all the given filters, in arrival order."""
+        where, args = _filters(
+            operation_key=operation_key,
+            attempt_id=attempt_id,
+            tenant_id=tenant_id,
+            idempotency_key=idempotency_key,
+            correlation_id=correlation_id,
+            request_id=request_id,
+        )
+        with self.connection() as conn:
+            rows = conn.execute(f"SELECT * FROM requests{where} ORDER BY seq", args).fetchall()
+        return [_request_record(r) for r in rows]
+
+    def effects(
+        self,
+        *,
+        operation_key: str | None = None,
+        attempt_id: str | None = None,
+        tenant_id: str | None = None,
+        payload_hash: str | None = None,
+        args_hash: str | None = None,
+        object_id: str | None = None,
+    ) -> list[EffectRecord]:
+        """Every applied effect matching all the given filters, in commit order."""
+        where, args = _filters(
+            operation_key=operation_key,
+            attempt_id=attempt_id,
+            tenant_id=tenant_id,
+            payload_hash=payload_hash,
+            args_hash=args_hash,
+            object_id=object_id,
+        )
+        with self.connection() as conn:
+            rows = conn.execute(f"SELECT * FROM effects{where} ORDER BY seq", args).fetchall()
+        return [_effect_record(r) for r in rows]
+
+    def effect_counts(self) -> dict[str, int]:
+        """Number of applied effects per logical operation (``operation_key``)."""
+        with self.connection() as conn:
+            rows = conn.execute(
+                "SELECT operation_key, COUNT(*) FROM effects GROUP BY operation_key"
+            ).fetchall()
+        return {r[0]: r[1] for r in rows}
+
+
+def _filters(**given: str | None) -> tuple[str, list[str]]:
+    clauses = [f"{name}=?" for name, value in given.items() if value is not None]
+    args = [value for value in given.values() if value is not None]
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), args
+
+
+def next_counter(conn: sqlite3.Connection, name: str) -> int:
+    """Increment and return the counter ``name`` (inside the caller's write transaction)."""
+    row = conn.execute(
+        "INSERT INTO counters(name, value) VALUES (?, 1) "
+        "ON CONFLICT(name) DO UPDATE SET value=value+1 RETURNING value",
+        (name,),
+    ).fetchone()
+    return int(row[0])

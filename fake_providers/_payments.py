@@ -1,0 +1,472 @@
+"""payments: an idempotent, Stripe-like provider (a subset of Stripe's v1 API).
+
+Endpoints (form-encoded bodies, as Stripe takes them; JSON answers; ``Request-Id`` on every
+response; ``Stripe-Account`` may name the tenant and must then match the key's)::
+
+    POST /v1/charges                    create a charge           payments:write
+    GET  /v1/charges/{id}               retrieve (consistent)     payments:read   lookup
+    GET  /v1/charges/search?query=      search (lags)             payments:read   lookup
+    POST /v1/payment_intents            create a payment intent   payments:write
+    GET  /v1/payment_intents/{id}       retrieve (consistent)     payments:read   lookup
+    GET  /v1/payment_intents/search     search (lags)             payments:read   lookup
+
+Search queries: clauses ``metadata['key']:'value'``, ``status:'succeeded'``,
+``currency:'usd'``, ``amount:1000``, ``customer:'cus_1'`` joined by ``AND``.
+
+Idempotency (``Idempotency-Key``, scoped per tenant, kept ``retention`` harness seconds):
+the same key and parameters replay the saved response byte for byte with
+``Idempotent-Replayed: true`` and ``Original-Request``; other parameters: 400
+``idempotency_error``; while the first request is in flight: 409 ``idempotency_key_in_use``
+(nothing stored). Validation errors are not saved (Stripe saves only requests that started
+executing); a card decline (source ``tok_chargeDeclined`` or payment method
+``pm_card_chargeDeclined``) is saved and replayed, with no effect. The in-flight marker records
+its owner (pid and process start time): a marker whose owner died (a killed worker) is stale and
+taken over. The effect and the saved response are committed in one transaction.
+
+Payload hash: ``args_hash`` of the parsed form parameters (nested as Stripe nests
+``metadata[key]``; values stay strings except ``amount``, an integer), without ``expand``.
+``metadata[crashpoints_args_hash]`` is recorded as the declared args hash;
+``metadata[crashpoints_correlation_id]`` as the correlation id.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import urllib.parse
+from typing import Any
+
+import httpx
+
+from ._provider import Call, EffectDraft, Provider, Reply, Route, json_body, payload_hash
+
+__all__ = ["Payments"]
+
+_CHARGE_PARAMS = frozenset(
+    {
+        "amount", "currency", "source", "customer", "description", "metadata", "capture",
+        "receipt_email", "statement_descriptor", "statement_descriptor_suffix",
+        "transfer_group", "on_behalf_of", "shipping", "application_fee_amount",
+        "transfer_data", "expand",
+    }
+)
+_INTENT_PARAMS = frozenset(
+    {
+        "amount", "currency", "customer", "description", "metadata", "payment_method",
+        "payment_method_types", "confirm", "capture_method", "confirmation_method",
+        "automatic_payment_methods", "off_session", "return_url", "receipt_email",
+        "setup_future_usage", "statement_descriptor", "statement_descriptor_suffix",
+        "on_behalf_of", "transfer_group", "shipping", "expand",
+    }
+)
+_DECLINING = frozenset({"tok_chargeDeclined", "pm_card_chargeDeclined"})
+_CLAUSE = re.compile(
+    r"""\s*(?:metadata\[(?P<mq>['"])(?P<mkey>[^'"]+)(?P=mq)\]|(?P<field>[a-z_]+))"""
+    r"""\s*:\s*(?:(?P<vq>['"])(?P<value>[^'"]*)(?P=vq)|(?P<number>-?\d+))\s*"""
+)
+
+
+def parse_form(text: str) -> dict[str, Any]:
+    """Stripe's form encoding to nested values: ``metadata[k]=v`` and ``expand[0]=x``.
+
+    Raises ValueError on a malformed body.
+    """
+    pairs = urllib.parse.parse_qsl(text, keep_blank_values=True, strict_parsing=bool(text))
+    root: dict[str, Any] = {}
+    for name, value in pairs:
+        head, _, rest = name.partition("[")
+        if not head:
+            raise ValueError(f"malformed parameter name {name!r}")
+        path = [head]
+        while rest:
+            inner, sep, rest = rest.partition("]")
+            if not sep:
+                raise ValueError(f"malformed parameter name {name!r}")
+            path.append(inner)
+            if rest and not rest.startswith("["):
+                raise ValueError(f"malformed parameter name {name!r}")
+            rest = rest[1:]
+        node = root
+        for i, part in enumerate(path[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ValueError(f"parameter {'.'.join(path[: i + 1])} is both a value and a hash")
+            node = child
+        leaf = path[-1] if path[-1] != "" else str(len(node))
+        if isinstance(node.get(leaf), dict):
+            raise ValueError(f"parameter {name!r} is both a value and a hash")
+        node[leaf] = value
+    return _listify(root)
+
+
+def _listify(node: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in node.items():
+        if isinstance(v, dict):
+            v = _listify(v)
+            if v and all(key.isdigit() for key in v):
+                v = [v[key] for key in sorted(v, key=int)]
+        out[k] = v
+    return out
+
+
+def _process_start(pid: int) -> str | None:
+    """The start time of a live process (Linux ``/proc``), or None if it is gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if fields[0] in ("Z", "X"):
+        return None
+    return fields[19]
+
+
+def _owner_alive(pid: int, start: str | None) -> bool:
+    if os.path.isdir("/proc"):
+        return start is not None and _process_start(pid) == start
+    try:  # pragma: no cover - non-Linux fallback: the pid alone
+        os.kill(pid, 0)
+    except ProcessLookupError:  # pragma: no cover
+        return False
+    except PermissionError:  # pragma: no cover
+        return True
+    return True  # pragma: no cover
+
+
+class Payments(Provider):
+    """The payments provider: idempotent, Stripe-like. See the module docstring for the API."""
+
+    name = "payments"
+    default_base_url = "https://payments.crashpoints.test"
+    request_id_header = "Request-Id"
+
+    def routes(self) -> list[Route]:
+        def r(method: str, path: str, op: str, kind: Any, scope: str, handler: Any,
+              search: bool = False) -> Route:
+            return Route(method, re.compile(path), op, kind, scope, handler, search)
+
+        return [
+            r("POST", r"/v1/charges", "charges.create", "write", "payments:write",
+              lambda c: self._create(c, "charge")),
+            r("GET", r"/v1/charges/search", "charges.search", "lookup", "payments:read",
+              lambda c: self._search(c, "charge"), search=True),
+            r("GET", r"/v1/charges/(?P<id>[^/]+)", "charges.retrieve", "lookup",
+              "payments:read", lambda c: self._retrieve(c, "charge")),
+            r("POST", r"/v1/payment_intents", "payment_intents.create", "write",
+              "payments:write", lambda c: self._create(c, "payment_intent")),
+            r("GET", r"/v1/payment_intents/search", "payment_intents.search", "lookup",
+              "payments:read", lambda c: self._search(c, "payment_intent"), search=True),
+            r("GET", r"/v1/payment_intents/(?P<id>[^/]+)", "payment_intents.retrieve",
+              "lookup", "payments:read", lambda c: self._retrieve(c, "payment_intent")),
+        ]
+
+    def error(
+        self, status: int, message: str, *, code: str | None = None, param: str | None = None,
+        type: str | None = None,
+    ) -> Reply:
+        if type is None:
+            type = "api_error" if status >= 500 else "invalid_request_error"
+        err: dict[str, Any] = {"type": type, "message": message}
+        if code is not None:
+            err["code"] = code
+        if param is not None:
+            err["param"] = param
+        return Reply(status, json_body({"error": err}), {"Content-Type": "application/json"})
+
+    def named_tenant(self, request: httpx.Request, groups: Any) -> str | None:
+        return request.headers.get("Stripe-Account") or super().named_tenant(request, groups)
+
+    # -- create --------------------------------------------------------------------------------
+
+    def _create(self, call: Call, object_type: str) -> Reply:
+        request = call.request
+        content_type = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if content_type != "application/x-www-form-urlencoded":
+            return self.error(
+                400,
+                f"Invalid request: the body must be application/x-www-form-urlencoded, not "
+                f"{content_type or 'missing'!r}.",
+                code="invalid_content_type",
+            )
+        try:
+            params = parse_form(request.content.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            return self.error(400, f"Invalid request body: {exc}.", code="parameter_invalid")
+        logical = {k: v for k, v in params.items() if k != "expand"}
+        if isinstance(logical.get("amount"), str) and logical["amount"].isdigit():
+            logical["amount"] = int(logical["amount"])
+        phash = payload_hash(logical)
+        full_hash = payload_hash(params)
+        if phash is None or full_hash is None:
+            return self.error(400, "Invalid request body.", code="parameter_invalid")
+        metadata = params.get("metadata") if isinstance(params.get("metadata"), dict) else {}
+        assert isinstance(metadata, dict)
+        presented_key = request.headers.get("Idempotency-Key") or None
+        base = Reply(
+            0,
+            idempotency_key=presented_key,
+            operation_key=presented_key or phash,
+            payload_hash=phash,
+            args_hash=metadata.get("crashpoints_args_hash"),
+            correlation_id=metadata.get("crashpoints_correlation_id"),
+        )
+        idem = presented_key if call.settings.idempotency else None
+        if idem is not None:
+            early = self._reserve(call, idem, full_hash, base)
+            if early is not None:
+                return early
+        try:
+            reply = self._execute(call, object_type, params, logical, base)
+        except BaseException:
+            if idem is not None:
+                self._release(call, idem)
+            raise
+        if idem is None:
+            return reply
+        if reply.status == 400:  # validation failed before executing: Stripe saves nothing
+            self._release(call, idem)
+            return reply
+        tenant = call.tenant_id
+
+        def save(conn: sqlite3.Connection, final: Reply) -> None:
+            conn.execute(
+                "UPDATE idempotency SET state='done', owner_pid=NULL, owner_start=NULL, "
+                "status=?, headers=?, body=? WHERE tenant_id=? AND key=?",
+                (final.status, json.dumps(final.headers), final.body, tenant, idem),
+            )
+
+        reply.on_commit = save
+        return reply
+
+    def _reserve(self, call: Call, key: str, params_hash: str, base: Reply) -> Reply | None:
+        """Claim ``key`` for this request, or answer now (replay, mismatch, in use)."""
+        me, my_start = os.getpid(), _process_start(os.getpid())
+        with self.journal.transaction() as conn:
+            conn.execute(
+                "DELETE FROM idempotency WHERE tenant_id=? AND created_at<?",
+                (call.tenant_id, call.now - call.settings.retention),
+            )
+            row = conn.execute(
+                "SELECT params_hash, state, owner_pid, owner_start, status, headers, body "
+                "FROM idempotency WHERE tenant_id=? AND key=?",
+                (call.tenant_id, key),
+            ).fetchone()
+            if row is None:
+                conn.execute(
+                    "INSERT INTO idempotency(tenant_id, key, params_hash, state, owner_pid, "
+                    "owner_start, created_at) VALUES (?, ?, ?, 'in_flight', ?, ?, ?)",
+                    (call.tenant_id, key, params_hash, me, my_start, call.now),
+                )
+                return None
+            if row["state"] == "in_flight":
+                if _owner_alive(row["owner_pid"], row["owner_start"]):
+                    return self._with(base, self.error(
+                        409,
+                        "There is currently another in-progress request using this "
+                        f"idempotency key ({key!r}). Please try again later.",
+                        code="idempotency_key_in_use",
+                    ))
+                # The owner died mid-request (a killed worker): nothing was applied under this
+                # key, because effect and saved response commit together. Take it over.
+                conn.execute(
+                    "UPDATE idempotency SET params_hash=?, owner_pid=?, owner_start=?, "
+                    "created_at=? WHERE tenant_id=? AND key=?",
+                    (params_hash, me, my_start, call.now, call.tenant_id, key),
+                )
+                return None
+            if row["params_hash"] != params_hash:
+                return self._with(base, self.error(
+                    400,
+                    "Keys for idempotent requests can only be used with the same parameters "
+                    f"they were first used with. Try using a key other than {key!r} if you "
+                    "meant to execute a different request.",
+                    type="idempotency_error",
+                ))
+            headers = dict(json.loads(row["headers"]))
+            headers["Idempotent-Replayed"] = "true"
+            headers["Original-Request"] = headers.get(self.request_id_header, "")
+            replay = self._with(base, Reply(row["status"], bytes(row["body"]), headers))
+            replay.replayed = True
+            body = json.loads(replay.body)
+            replay.object_id = body.get("id") if isinstance(body, dict) else None
+            return replay
+
+    def _release(self, call: Call, key: str) -> None:
+        with self.journal.transaction() as conn:
+            conn.execute(
+                "DELETE FROM idempotency WHERE tenant_id=? AND key=? AND state='in_flight' "
+                "AND owner_pid=?",
+                (call.tenant_id, key, os.getpid()),
+            )
+
+    @staticmethod
+    def _with(base: Reply, answer: Reply) -> Reply:
+        answer.idempotency_key = base.idempotency_key
+        answer.operation_key = base.operation_key
+        answer.payload_hash = base.payload_hash
+        answer.args_hash = base.args_hash
+        answer.correlation_id = base.correlation_id
+        return answer
+
+    def _execute(
+        self, call: Call, object_type: str, params: dict[str, Any], logical: dict[str, Any],
+        base: Reply,
+    ) -> Reply:
+        allowed = _CHARGE_PARAMS if object_type == "charge" else _INTENT_PARAMS
+        for name in params:
+            if name not in allowed:
+                return self._with(base, self.error(
+                    400, f"Received unknown parameter: {name}", code="parameter_unknown",
+                    param=name,
+                ))
+        for name in ("amount", "currency"):
+            if name not in params:
+                return self._with(base, self.error(
+                    400, f"Missing required param: {name}.", code="parameter_missing",
+                    param=name,
+                ))
+        amount = logical["amount"]
+        if not isinstance(amount, int) or amount < 1:
+            return self._with(base, self.error(
+                400, f"Invalid positive integer: amount {params['amount']!r}.",
+                code="parameter_invalid_integer", param="amount",
+            ))
+        currency = params["currency"]
+        if not isinstance(currency, str) or not re.fullmatch(r"[A-Za-z]{3}", currency):
+            return self._with(base, self.error(
+                400, f"Invalid currency: {currency!r}. Use a three-letter ISO code like 'usd'.",
+                param="currency",
+            ))
+        metadata = params.get("metadata", {})
+        if metadata == "":
+            metadata = {}
+        if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+            return self._with(base, self.error(
+                400, "Invalid metadata: pass metadata[key]=value pairs of strings.",
+                param="metadata",
+            ))
+        prefix = "ch" if object_type == "charge" else "pi"
+        object_id = f"{prefix}_{call.seq:024d}"
+        obj: dict[str, Any] = {
+            "id": object_id,
+            "object": object_type,
+            "amount": amount,
+            "currency": currency.lower(),
+            "created": int(call.now),
+            "customer": params.get("customer"),
+            "description": params.get("description"),
+            "livemode": False,
+            "metadata": metadata,
+        }
+        declined = False
+        if object_type == "charge":
+            source = params.get("source", "tok_visa")
+            declined = source in _DECLINING
+            obj.update(
+                amount_captured=0 if declined else amount,
+                captured=not declined,
+                paid=not declined,
+                status="failed" if declined else "succeeded",
+                failure_code="card_declined" if declined else None,
+            )
+        else:
+            method = params.get("payment_method")
+            confirm = params.get("confirm") == "true"
+            declined = confirm and method in _DECLINING
+            status = (
+                "requires_payment_method" if declined or method is None
+                else "succeeded" if confirm else "requires_confirmation"
+            )
+            obj.update(
+                payment_method=method,
+                status=status,
+                amount_received=amount if status == "succeeded" else 0,
+            )
+        answer = self._with(base, Reply(200, object_id=object_id))
+        if declined:
+            error: dict[str, Any] = {
+                "type": "card_error",
+                "code": "card_declined",
+                "decline_code": "generic_decline",
+                "message": "Your card was declined.",
+            }
+            error["charge" if object_type == "charge" else "payment_intent"] = object_id
+            answer.status = 402
+            answer.body = json_body({"error": error})
+        else:
+            answer.body = json_body(obj)
+            answer.effect = EffectDraft(object_type, object_id, obj)
+        answer.headers["Content-Type"] = "application/json"
+        return answer
+
+    # -- lookups -------------------------------------------------------------------------------
+
+    def _retrieve(self, call: Call, object_type: str) -> Reply:
+        object_id = call.groups["id"]
+        obj = self.lookup(call, object_type, object_id)
+        if obj is None:
+            noun = "charge" if object_type == "charge" else "payment_intent"
+            return self.error(
+                404, f"No such {noun}: '{object_id}'", code="resource_missing", param="id"
+            )
+        reply = Reply(200, json_body(obj), {"Content-Type": "application/json"})
+        reply.object_id = object_id
+        return reply
+
+    def _search(self, call: Call, object_type: str) -> Reply:
+        query = call.query.get("query")
+        if not query:
+            return self.error(400, "Missing required param: query.", code="parameter_missing",
+                              param="query")
+        try:
+            clauses = _parse_query(query)
+            limit = int(call.query.get("limit", "10"))
+            offset = int(call.query.get("page") or "0")
+        except ValueError as exc:
+            return self.error(400, f"Invalid search query {query!r}: {exc}.", param="query")
+        if not 1 <= limit <= 100:
+            return self.error(400, "limit must be between 1 and 100.", param="limit")
+        hits = [o for o in self.visible(call, object_type) if _matches(o, clauses)]
+        page = hits[offset : offset + limit]
+        more = offset + limit < len(hits)
+        path = "/v1/charges/search" if object_type == "charge" else "/v1/payment_intents/search"
+        body = {
+            "object": "search_result",
+            "url": path,
+            "has_more": more,
+            "data": page,
+            "next_page": str(offset + limit) if more else None,
+        }
+        return Reply(200, json_body(body), {"Content-Type": "application/json"})
+
+
+def _parse_query(query: str) -> list[tuple[str, str]]:
+    parts = re.split(r"\s+AND\s+", query.strip(), flags=re.IGNORECASE)
+    clauses: list[tuple[str, str]] = []
+    for part in parts:
+        found = _CLAUSE.fullmatch(part)
+        if not found:
+            raise ValueError(
+                f"cannot parse {part!r}; this fake supports field:'value' and "
+                "metadata['key']:'value' clauses joined by AND"
+            )
+        value = found["value"] if found["value"] is not None else found["number"]
+        if found["mkey"] is not None:
+            clauses.append((f"metadata.{found['mkey']}", value))
+        else:
+            clauses.append((found["field"], value))
+    return clauses
+
+
+def _matches(obj: dict[str, Any], clauses: list[tuple[str, str]]) -> bool:
+    for field, value in clauses:
+        if field.startswith("metadata."):
+            actual = obj.get("metadata", {}).get(field[len("metadata."):])
+        else:
+            actual = obj.get(field)
+        if actual is None or str(actual) != value:
+            return False
+    return True

@@ -1,0 +1,435 @@
+"""The request pipeline every fake provider shares.
+
+A provider is a request handler (``handle(httpx.Request) -> httpx.Response``, like the handler of
+httpx's ``MockTransport``) over its journal. The pipeline, for every request:
+
+1. route it (unknown route: 404 in the provider's format);
+2. authenticate (unknown or revoked key: 401) and authorize (a request that names another tenant
+   than the key's, or an operation the key's scopes do not cover: 403);
+3. take the fault switches that apply, atomically (latency, 429, 5xx, lookup timeout);
+4. run the operation's handler, which validates (400, never an effect) and builds the answer;
+5. commit, in one transaction: the effect (if any), the request row, whatever the handler must
+   store with it (a saved idempotent response); only then produce the response, or lose it when
+   the ``lose_responses`` switch is on.
+
+Every request gets a request id and a row in the journal, whatever its outcome.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import httpx
+
+from pytest_crashpoints import ArgumentsError, args_hash
+
+from ._faults import ActiveFault, Faults, RequestKind, take
+from ._journal import Journal, next_counter
+from ._keys import ApiKey, Keys, covers
+from ._settings import ProviderSettings, Settings
+
+__all__ = [
+    "ATTEMPT_HEADER",
+    "CORRELATION_HEADER",
+    "TENANT_HEADER",
+    "Call",
+    "EffectDraft",
+    "Provider",
+    "Reply",
+    "Route",
+    "json_body",
+    "payload_hash",
+]
+
+#: Optional header naming the ledger attempt a request belongs to (recorded, never required).
+ATTEMPT_HEADER = "X-Crashpoints-Attempt-Id"
+#: Optional header carrying a correlation id (every provider; some also take it in the body).
+CORRELATION_HEADER = "X-Correlation-Id"
+#: Optional header naming the tenant the request acts for; must match the key's tenant.
+TENANT_HEADER = "X-Crashpoints-Tenant"
+
+Clock = Callable[[], float]
+
+
+def json_body(value: Any) -> bytes:
+    """The provider's JSON encoding of a response body (stable, so replays are byte-identical)."""
+    return json.dumps(value, indent=2, ensure_ascii=False).encode("utf-8")
+
+
+def payload_hash(params: Mapping[str, Any]) -> str | None:
+    """``pytest_crashpoints.args_hash`` of a request's logical parameters (None if unhashable)."""
+    try:
+        return args_hash(params)
+    except ArgumentsError:
+        return None
+
+
+@dataclass(frozen=True)
+class EffectDraft:
+    """An effect the handler wants applied: the object it creates, stored in the journal."""
+
+    object_type: str
+    object_id: str
+    body: dict[str, Any]
+
+
+@dataclass
+class Reply:
+    """What a handler answers, plus what the journal must record about it."""
+
+    status: int
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+    effect: EffectDraft | None = None
+    idempotency_key: str | None = None
+    correlation_id: str | None = None
+    operation_key: str | None = None
+    payload_hash: str | None = None
+    args_hash: str | None = None
+    object_id: str | None = None
+    replayed: bool = False
+    #: Runs inside the commit transaction, after the request row (gets the final headers).
+    on_commit: Callable[[sqlite3.Connection, Reply], None] | None = None
+
+
+@dataclass(frozen=True)
+class Call:
+    """One authenticated, authorized request on its way to an operation handler."""
+
+    request: httpx.Request
+    route: Route
+    groups: dict[str, str]
+    key: ApiKey
+    now: float
+    seq: int
+    request_id: str
+    settings: ProviderSettings
+    search_miss: bool
+
+    @property
+    def tenant_id(self) -> str:
+        return self.key.tenant_id
+
+    @property
+    def query(self) -> httpx.QueryParams:
+        return self.request.url.params
+
+    @property
+    def origin(self) -> str:
+        """``scheme://host[:port]`` the client used (absolute URLs in bodies point there)."""
+        return f"{self.request.url.scheme}://{self.request.url.netloc.decode('ascii')}"
+
+
+@dataclass(frozen=True)
+class Route:
+    """An operation: method and path pattern, name, kind, required scope, handler."""
+
+    method: str
+    pattern: re.Pattern[str]
+    operation: str
+    kind: RequestKind
+    scope: str
+    handler: Callable[[Call], Reply]
+    search: bool = False
+
+
+@dataclass(frozen=True)
+class _Context:
+    request: httpx.Request
+    seq: int
+    request_id: str
+    now: float
+    route: Route | None
+    key: ApiKey | None
+
+
+class Provider:
+    """Base of the four providers (private: users never subclass it).
+
+    Arguments common to every provider:
+
+    ``journal_path``: the provider's SQLite journal (created if missing; reopened if it exists,
+    keeping its keys, settings, faults and history).
+    ``clock``: harness seconds (default ``time.time``).
+    ``sleep``: called with the harness seconds a ``latency`` fault adds (e.g. the harness clock's
+    advance); default: none, latency only moves the provider's own notion of now.
+    ``keys``: API keys to accept (added to those already in the journal).
+    ``settings``: settings to put in force (default: keep what the journal holds).
+    ``base_url``: where the in-process routes live (``mock``); the loopback server has its own.
+    """
+
+    name: ClassVar[str]
+    default_base_url: ClassVar[str]
+    request_id_header: ClassVar[str] = "X-Request-Id"
+    request_id_prefix: ClassVar[str] = "req_"
+
+    def __init__(
+        self,
+        journal_path: str | Any,
+        *,
+        clock: Clock = time.time,
+        sleep: Callable[[float], None] | None = None,
+        keys: Iterable[ApiKey] = (),
+        settings: ProviderSettings | None = None,
+        base_url: str | None = None,
+    ) -> None:
+        self.journal = Journal(journal_path, provider=self.name)
+        self.keys = Keys(self.journal)
+        self.settings = Settings(self.journal)
+        self.faults = Faults(self.journal)
+        self.base_url = (base_url or self.default_base_url).rstrip("/")
+        self._clock = clock
+        self._sleep = sleep
+        keys = tuple(keys)
+        if keys:
+            self.keys.add(*keys)
+        if settings is not None:
+            self.settings.replace(settings)
+        self._routes = self.routes()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self.journal.path)!r}, base_url={self.base_url!r})"
+
+    def close(self) -> None:
+        """Close this process's journal connections (the provider reopens them if used again)."""
+        self.journal.close()
+
+    def __enter__(self) -> Provider:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- provider-specific parts ---------------------------------------------------------------
+
+    def routes(self) -> list[Route]:
+        raise NotImplementedError
+
+    def error(self, status: int, message: str, *, code: str | None = None) -> Reply:
+        """An error answer in the provider's own format."""
+        raise NotImplementedError
+
+    def named_tenant(self, request: httpx.Request, groups: Mapping[str, str]) -> str | None:
+        """The tenant a request says it acts for, if it names one."""
+        named: str | None = request.headers.get(TENANT_HEADER)
+        return named
+
+    def credential(self, request: httpx.Request) -> str | None:
+        """The API key secret a request presents (Bearer, ``token`` or Basic user)."""
+        header = request.headers.get("Authorization", "")
+        scheme, _, value = header.strip().partition(" ")
+        scheme = scheme.lower()
+        if scheme in ("bearer", "token"):
+            return value.strip() or None
+        if scheme == "basic":
+            try:
+                decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
+            except (binascii.Error, UnicodeDecodeError):
+                return None
+            return decoded.partition(":")[0] or None
+        return None
+
+    def unauthorized(self, request: httpx.Request) -> Reply:
+        if not request.headers.get("Authorization"):
+            return self.error(401, "No API key provided: send Authorization: Bearer <key>.")
+        return self.error(401, "Invalid API key provided: the key is unknown or was revoked.")
+
+    def rate_limited(self, retry_after: float) -> Reply:
+        reply = self.error(429, "Too many requests: retry later.", code="rate_limit")
+        reply.headers["Retry-After"] = f"{retry_after:g}"
+        return reply
+
+    # -- shared helpers for handlers -----------------------------------------------------------
+
+    def visible(self, call: Call, object_type: str) -> list[dict[str, Any]]:
+        """Objects of ``object_type`` of the caller's tenant a *search* can see now.
+
+        A search lags: it sees only effects committed at or before ``now - search_lag``, and
+        nothing while the ``search_misses`` switch is on.
+        """
+        if call.search_miss:
+            return []
+        horizon = call.now - call.settings.search_lag
+        with self.journal.connection() as conn:
+            rows = conn.execute(
+                "SELECT body FROM effects WHERE object_type=? AND tenant_id=? AND time<=? "
+                "ORDER BY seq",
+                (object_type, call.tenant_id, horizon),
+            ).fetchall()
+        return [json.loads(r[0]) for r in rows]
+
+    def lookup(self, call: Call, object_type: str, object_id: str) -> dict[str, Any] | None:
+        """The caller's tenant's object by id, consistently (it exists once committed)."""
+        with self.journal.connection() as conn:
+            row = conn.execute(
+                "SELECT body FROM effects WHERE object_type=? AND object_id=? AND tenant_id=?",
+                (object_type, object_id, call.tenant_id),
+            ).fetchone()
+        return None if row is None else dict(json.loads(row[0]))
+
+    def lookup_all(self, call: Call, object_type: str) -> list[dict[str, Any]]:
+        """Every object of ``object_type`` of the caller's tenant, consistently."""
+        with self.journal.connection() as conn:
+            rows = conn.execute(
+                "SELECT body FROM effects WHERE object_type=? AND tenant_id=? ORDER BY seq",
+                (object_type, call.tenant_id),
+            ).fetchall()
+        return [json.loads(r[0]) for r in rows]
+
+    # -- the pipeline --------------------------------------------------------------------------
+
+    def _match(self, request: httpx.Request) -> tuple[Route | None, dict[str, str]]:
+        path = request.url.path
+        for route in self._routes:
+            if route.method == request.method:
+                found = route.pattern.fullmatch(path)
+                if found:
+                    return route, found.groupdict()
+        return None, {}
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        """Answer one request, as the provider would.
+
+        Raises ``httpx.ReadTimeout`` (lookup timeout switch) or ``httpx.RemoteProtocolError``
+        (effect applied, response lost) when a fault says the client gets no response.
+        """
+        request.read()
+        now = self._clock()
+        route, groups = self._match(request)
+        key = self.keys.find(self.credential(request))
+        refusal: Reply | None = None
+        if route is None:
+            refusal = self.error(
+                404, f"Unrecognized request URL ({request.method}: {request.url.path}).",
+                code="not_found",
+            )
+        elif key is None:
+            refusal = self.unauthorized(request)
+        else:
+            named = self.named_tenant(request, groups)
+            if named is not None and named != key.tenant_id:
+                refusal = self.error(
+                    403,
+                    f"The key {key.key_id} acts for tenant {key.tenant_id!r} and may not act "
+                    f"for tenant {named!r}.",
+                    code="tenant_mismatch",
+                )
+            elif not covers(key.scopes, route.scope):
+                refusal = self.error(
+                    403,
+                    f"The key {key.key_id} lacks the scope {route.scope!r} that "
+                    f"{route.operation} requires (it has: {', '.join(sorted(key.scopes))}).",
+                    code="insufficient_scope",
+                )
+        latency = fired = miss = None
+        with self.journal.transaction() as conn:
+            seq = next_counter(conn, "request")
+            if refusal is None and route is not None:
+                kind = route.kind
+                latency = take(conn, "latency", kind)
+                fired = (
+                    take(conn, "rate_limit", kind)
+                    or take(conn, "server_error", kind)
+                    or take(conn, "lookup_timeout", kind)
+                )
+                if route.search and fired is None:
+                    miss = take(conn, "search_miss", kind)
+        if latency is not None and latency.value:
+            now += latency.value
+            if self._sleep is not None:
+                self._sleep(latency.value)
+        ctx = _Context(request, seq, f"{self.request_id_prefix}{seq:014d}", now, route, key)
+        if refusal is not None:
+            return self._finish(ctx, refusal)
+        assert route is not None and key is not None
+        if fired is not None:
+            return self._fault(ctx, fired)
+        call = Call(
+            request, route, groups, key, now, seq, ctx.request_id, self.settings.get(),
+            miss is not None,
+        )
+        try:
+            reply = route.handler(call)
+        except Exception as exc:  # a bug must not take the server down; it is recorded
+            reply = self.error(500, f"Internal error in the fake provider: {exc!r}.")
+            return self._finish(ctx, reply, fault="internal_error")
+        return self._finish(ctx, reply)
+
+    def _fault(self, ctx: _Context, fault: ActiveFault) -> httpx.Response:
+        if fault.kind == "rate_limit":
+            return self._finish(ctx, self.rate_limited(fault.value or 0.0), fault="rate_limit")
+        if fault.kind == "server_error":
+            status = int(fault.value or 500)
+            reply = self.error(status, "The provider had an internal error; nothing was applied.")
+            return self._finish(ctx, reply, fault="server_error")
+        assert fault.kind == "lookup_timeout"
+        self._record(ctx, Reply(status=0), fault="lookup_timeout", status=None)
+        raise httpx.ReadTimeout("The read operation timed out", request=ctx.request)
+
+    def _record(
+        self, ctx: _Context, reply: Reply, *, fault: str | None, status: int | None,
+        conn: sqlite3.Connection | None = None,
+    ) -> None:
+        route, key = ctx.route, ctx.key
+        row = (
+            ctx.seq, ctx.request_id, ctx.now, ctx.request.method, ctx.request.url.path,
+            route.operation if route else None, route.kind if route else None,
+            key.tenant_id if key else None, key.key_id if key else None,
+            json.dumps(sorted(key.scopes)) if key else None,
+            reply.idempotency_key, reply.correlation_id or ctx.request.headers.get(
+                CORRELATION_HEADER
+            ),
+            ctx.request.headers.get(ATTEMPT_HEADER), reply.operation_key,
+            reply.payload_hash, reply.args_hash, status, int(reply.effect is not None),
+            reply.object_id, fault, int(reply.replayed),
+        )
+        sql = f"INSERT INTO requests VALUES ({', '.join('?' * len(row))})"
+        if conn is not None:
+            conn.execute(sql, row)
+        else:
+            with self.journal.transaction() as own:
+                own.execute(sql, row)
+
+    def _finish(self, ctx: _Context, reply: Reply, *, fault: str | None = None) -> httpx.Response:
+        reply.headers[self.request_id_header] = ctx.request_id
+        lost = None
+        with self.journal.transaction() as conn:
+            effect = reply.effect
+            if effect is not None:
+                assert ctx.key is not None and ctx.route is not None
+                assert reply.payload_hash is not None and reply.operation_key is not None
+                conn.execute(
+                    "INSERT INTO effects(time, operation, operation_key, object_type, object_id, "
+                    "tenant_id, key_id, scopes, idempotency_key, correlation_id, attempt_id, "
+                    "payload_hash, args_hash, request_id, body) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        ctx.now, ctx.route.operation, reply.operation_key, effect.object_type,
+                        effect.object_id, ctx.key.tenant_id, ctx.key.key_id,
+                        json.dumps(sorted(ctx.key.scopes)), reply.idempotency_key,
+                        reply.correlation_id, ctx.request.headers.get(ATTEMPT_HEADER),
+                        reply.payload_hash, reply.args_hash, ctx.request_id,
+                        json.dumps(effect.body),
+                    ),
+                )
+                lost = take(conn, "response_lost", "write")
+            if lost is not None:
+                fault = "response_lost"
+            self._record(ctx, reply, fault=fault, status=reply.status, conn=conn)
+            if reply.on_commit is not None:
+                reply.on_commit(conn, reply)
+        if lost is not None:
+            raise httpx.RemoteProtocolError(
+                "Server disconnected without sending a response.", request=ctx.request
+            )
+        return httpx.Response(
+            reply.status, headers=reply.headers, content=reply.body, request=ctx.request
+        )
