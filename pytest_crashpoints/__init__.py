@@ -18,6 +18,7 @@ from ._errors import (
 from ._failpoints import crashpoint
 from ._ledger import SCHEMA_VERSION, Attempt, Event, Ledger, QueueEntry
 from ._normalize import args_hash, canonical_json, normalize_args
+from ._recovery import RecoveryAction, RecoveryPolicy, recover
 from ._states import FINAL_STATES, IN_FLIGHT_STATES, TRANSITIONS, State
 from ._toolcall import (
     Absent,
@@ -50,6 +51,8 @@ __all__ = [
     "ProviderRejected",
     "QueueEntry",
     "Receipt",
+    "RecoveryAction",
+    "RecoveryPolicy",
     "SchemaVersionError",
     "State",
     "ToolAdapter",
@@ -60,4 +63,5 @@ __all__ = [
     "crashpoint",
     "guarded_call",
     "normalize_args",
+    "recover",
 ]
