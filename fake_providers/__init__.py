@@ -13,6 +13,8 @@ The harness configures keys (``provider.keys``), settings (``provider.settings``
 (``provider.faults``) between steps, and checks invariants against ``provider.journal``.
 """
 
+from ._deploy import Deploy
+from ._email import Email
 from ._faults import ActiveFault, Faults
 from ._journal import EffectRecord, Journal, RequestRecord
 from ._keys import ApiKey, Keys
@@ -21,6 +23,7 @@ from ._payments import Payments
 from ._provider import ATTEMPT_HEADER, CORRELATION_HEADER, TENANT_HEADER, Provider
 from ._server import serve
 from ._settings import ProviderSettings, Settings
+from ._tickets import Tickets
 
 __all__ = [
     "ATTEMPT_HEADER",
@@ -28,6 +31,8 @@ __all__ = [
     "TENANT_HEADER",
     "ActiveFault",
     "ApiKey",
+    "Deploy",
+    "Email",
     "EffectRecord",
     "Faults",
     "Journal",
@@ -37,6 +42,7 @@ __all__ = [
     "ProviderSettings",
     "RequestRecord",
     "Settings",
+    "Tickets",
     "mock",
     "serve",
     "transport",

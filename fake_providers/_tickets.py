@@ -1,0 +1,306 @@
+"""tickets: a non-idempotent, GitHub-like provider (a subset of GitHub's REST API).
+
+Endpoints (JSON; ``X-GitHub-Request-Id`` on every response; the repository owner is the tenant,
+so a key may only touch repositories whose owner is its tenant; every repository name exists)::
+
+    GET  /repos/{owner}/{repo}                  get a repository            tickets:read
+    POST /repos/{owner}/{repo}/issues           create an issue             tickets:write
+    GET  /repos/{owner}/{repo}/issues/{number}  get an issue (consistent)   tickets:read  lookup
+    GET  /repos/{owner}/{repo}/issues           list issues (consistent;    tickets:read  lookup
+                                                ``labels``, ``state``)
+    GET  /search/issues?q=                      search (lags; can miss)     tickets:read  lookup
+
+Issue numbers are per repository and monotonic. Creating the same issue twice opens two issues.
+Search is eventually consistent: it sees issues ``search_lag`` harness seconds after they were
+opened and nothing while ``search_misses`` is on, so zero hits do not prove absence; the
+consistent answers are the issue itself and the repository's issue list.
+
+Search qualifiers: ``label:name`` / ``label:"two words"`` (all must match), ``repo:owner/name``,
+``is:issue``, ``is:open`` / ``is:closed`` / ``state:...``, ``in:title,body``; other terms must
+appear in the title or body.
+
+A body line ``crashpoints_args_hash: <hash>`` is recorded as the declared args hash;
+``crashpoints_correlation_id: <id>`` (or the ``X-Correlation-Id`` header) as the correlation id.
+Payload hash: ``args_hash`` of ``{"repo": "owner/name", **the JSON body}``. Logical operation:
+the correlation id, or the payload hash when there is none.
+
+Bad input answers 400 (as the issue tracker's spec asks; GitHub itself uses 422 for validation).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from ._email import iso_time
+from ._journal import next_counter
+from ._provider import (
+    CORRELATION_HEADER,
+    Call,
+    EffectDraft,
+    Provider,
+    Reply,
+    Route,
+    json_body,
+    payload_hash,
+)
+
+__all__ = ["Tickets"]
+
+_DOCS = "https://docs.github.com/rest"
+_MARKER = re.compile(r"^\s*(crashpoints_args_hash|crashpoints_correlation_id):\s*(\S+)\s*$", re.M)
+_ALLOWED = frozenset({"title", "body", "labels", "assignees", "assignee", "milestone", "type"})
+
+
+def _stable_id(text: str) -> int:
+    return int(hashlib.sha256(text.encode("utf-8")).hexdigest()[:8], 16)
+
+
+class Tickets(Provider):
+    """The tickets provider: not idempotent, GitHub-like. See the module docstring."""
+
+    name = "tickets"
+    default_base_url = "https://tickets.crashpoints.test"
+    request_id_header = "X-GitHub-Request-Id"
+
+    def routes(self) -> list[Route]:
+        repo = r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)"
+        return [
+            Route("GET", re.compile(repo), "repos.get", "read", "tickets:read", self._repo),
+            Route("POST", re.compile(repo + "/issues"), "issues.create", "write",
+                  "tickets:write", self._create),
+            Route("GET", re.compile(repo + r"/issues/(?P<number>\d+)"), "issues.get",
+                  "lookup", "tickets:read", self._get),
+            Route("GET", re.compile(repo + "/issues"), "issues.list", "lookup",
+                  "tickets:read", self._list),
+            Route("GET", re.compile(r"/search/issues"), "issues.search", "lookup",
+                  "tickets:read", self._search, search=True),
+        ]
+
+    def error(self, status: int, message: str, *, code: str | None = None,
+              field: str | None = None) -> Reply:
+        body: dict[str, Any] = {"message": message, "documentation_url": _DOCS}
+        if field is not None:
+            body["errors"] = [{"resource": "Issue", "code": code or "invalid", "field": field}]
+        return Reply(status, json_body(body), {"Content-Type": "application/json; charset=utf-8"})
+
+    def unauthorized(self, request: httpx.Request) -> Reply:
+        if not request.headers.get("Authorization"):
+            return self.error(401, "Requires authentication")
+        return self.error(401, "Bad credentials")
+
+    def named_tenant(self, request: httpx.Request, groups: Mapping[str, str]) -> str | None:
+        return groups.get("owner") or super().named_tenant(request, groups)
+
+    # -- rendering -----------------------------------------------------------------------------
+
+    def _repo_json(self, origin: str, owner: str, name: str) -> dict[str, Any]:
+        full = f"{owner}/{name}"
+        api = f"{origin}/repos/{full}"
+        return {
+            "id": _stable_id(full),
+            "node_id": f"R_{_stable_id(full):x}",
+            "name": name,
+            "full_name": full,
+            "private": True,
+            "owner": self._user(origin, owner),
+            "html_url": f"{origin}/{full}",
+            "url": api,
+            "issues_url": api + "/issues{/number}",
+            "labels_url": api + "/labels{/name}",
+            "has_issues": True,
+            "open_issues_count": 0,
+            "default_branch": "main",
+            "archived": False,
+            "disabled": False,
+            "visibility": "private",
+            "permissions": {"admin": False, "push": True, "pull": True},
+        }
+
+    @staticmethod
+    def _user(origin: str, login: str) -> dict[str, Any]:
+        return {
+            "login": login,
+            "id": _stable_id(login),
+            "type": "Organization",
+            "url": f"{origin}/users/{login}",
+            "html_url": f"{origin}/{login}",
+        }
+
+    def _render(self, origin: str, issue: dict[str, Any]) -> dict[str, Any]:
+        full = issue["repo"]
+        api = f"{origin}/repos/{full}"
+        out = {k: v for k, v in issue.items() if k not in ("repo", "author")}
+        out.update(
+            url=f"{api}/issues/{issue['number']}",
+            repository_url=api,
+            html_url=f"{origin}/{full}/issues/{issue['number']}",
+            labels=[
+                {
+                    "id": _stable_id(f"{full}:{label}"),
+                    "name": label,
+                    "color": "ededed",
+                    "default": False,
+                    "description": None,
+                    "url": f"{api}/labels/{label}",
+                }
+                for label in issue["labels"]
+            ],
+            user=self._user(origin, issue["author"]),
+        )
+        return out
+
+    # -- handlers ------------------------------------------------------------------------------
+
+    def _repo(self, call: Call) -> Reply:
+        body = self._repo_json(call.origin, call.groups["owner"], call.groups["repo"])
+        return Reply(200, json_body(body), {"Content-Type": "application/json; charset=utf-8"})
+
+    def _create(self, call: Call) -> Reply:
+        request = call.request
+        content_type = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if content_type not in ("application/json", ""):
+            return self.error(400, f"Unsupported Content-Type {content_type!r}: send JSON.")
+        try:
+            data = json.loads(request.content.decode("utf-8"), parse_constant=_reject)
+        except (UnicodeDecodeError, ValueError):
+            return self.error(400, "Problems parsing JSON")
+        if not isinstance(data, dict):
+            return self.error(400, "Problems parsing JSON")
+        unknown = sorted(set(data) - _ALLOWED)
+        if unknown:
+            return self.error(400, "Validation Failed", code="invalid", field=unknown[0])
+        title = data.get("title")
+        if not isinstance(title, str) or not title.strip():
+            return self.error(400, "Validation Failed", code="missing_field", field="title")
+        body = data.get("body")
+        if body is not None and not isinstance(body, str):
+            return self.error(400, "Validation Failed", code="invalid", field="body")
+        labels = data.get("labels", [])
+        names: list[str] = []
+        if not isinstance(labels, list):
+            return self.error(400, "Validation Failed", code="invalid", field="labels")
+        for label in labels:
+            name = label.get("name") if isinstance(label, dict) else label
+            if not isinstance(name, str) or not name:
+                return self.error(400, "Validation Failed", code="invalid", field="labels")
+            if name not in names:
+                names.append(name)
+        full = f"{call.groups['owner']}/{call.groups['repo']}"
+        phash = payload_hash({"repo": full, **data})
+        if phash is None:
+            return self.error(400, "Problems parsing JSON")
+        markers = dict(_MARKER.findall(body or ""))
+        correlation = markers.get("crashpoints_correlation_id") or request.headers.get(
+            CORRELATION_HEADER
+        )
+        with self.journal.transaction() as conn:
+            number = next_counter(conn, f"issues:{full}")
+        issue = {
+            "id": call.seq,
+            "node_id": f"I_{call.seq:012d}",
+            "number": number,
+            "title": title,
+            "body": body,
+            "state": "open",
+            "locked": False,
+            "comments": 0,
+            "assignees": [],
+            "created_at": iso_time(call.now),
+            "updated_at": iso_time(call.now),
+            "closed_at": None,
+            "repo": full,
+            "author": call.tenant_id,
+            "labels": names,
+        }
+        object_id = f"{full}#{number}"
+        return Reply(
+            201,
+            json_body(self._render(call.origin, issue)),
+            {
+                "Content-Type": "application/json; charset=utf-8",
+                "Location": f"{call.origin}/repos/{full}/issues/{number}",
+            },
+            effect=EffectDraft("issue", object_id, issue),
+            correlation_id=correlation,
+            operation_key=correlation or phash,
+            payload_hash=phash,
+            args_hash=markers.get("crashpoints_args_hash"),
+            object_id=object_id,
+        )
+
+    def _get(self, call: Call) -> Reply:
+        full = f"{call.groups['owner']}/{call.groups['repo']}"
+        object_id = f"{full}#{int(call.groups['number'])}"
+        issue = self.lookup(call, "issue", object_id)
+        if issue is None:
+            return self.error(404, "Not Found")
+        reply = Reply(200, json_body(self._render(call.origin, issue)),
+                      {"Content-Type": "application/json; charset=utf-8"})
+        reply.object_id = object_id
+        return reply
+
+    def _list(self, call: Call) -> Reply:
+        full = f"{call.groups['owner']}/{call.groups['repo']}"
+        state = call.query.get("state", "open")
+        if state not in ("open", "closed", "all"):
+            return self.error(400, "Validation Failed", code="invalid", field="state")
+        wanted = [x for x in call.query.get("labels", "").split(",") if x]
+        issues = [
+            i for i in self.lookup_all(call, "issue")
+            if i["repo"] == full
+            and (state == "all" or i["state"] == state)
+            and all(label in i["labels"] for label in wanted)
+        ]
+        issues.reverse()  # newest first, as GitHub lists them
+        body = [self._render(call.origin, i) for i in issues[:100]]
+        return Reply(200, json_body(body), {"Content-Type": "application/json; charset=utf-8"})
+
+    def _search(self, call: Call) -> Reply:
+        q = call.query.get("q", "")
+        try:
+            terms = shlex.split(q)
+        except ValueError:
+            terms = []
+        if not terms:
+            return self.error(400, "Validation Failed", code="missing", field="q")
+        labels: list[str] = []
+        repos: list[str] = []
+        state: str | None = None
+        words: list[str] = []
+        for term in terms:
+            qualifier, sep, value = term.partition(":")
+            if not sep:
+                words.append(term.lower())
+            elif qualifier == "label":
+                labels.append(value)
+            elif qualifier == "repo":
+                repos.append(value)
+            elif qualifier in ("is", "state") and value in ("open", "closed"):
+                state = value
+            elif (qualifier == "is" and value == "issue") or qualifier == "in":
+                continue
+            else:
+                return self.error(400, f"Validation Failed: unsupported qualifier {term!r}",
+                                  code="invalid", field="q")
+        hits = [
+            i for i in self.visible(call, "issue")
+            if all(label in i["labels"] for label in labels)
+            and (not repos or i["repo"] in repos)
+            and (state is None or i["state"] == state)
+            and all(w in f"{i['title']}\n{i['body'] or ''}".lower() for w in words)
+        ]
+        hits.reverse()
+        items = [{**self._render(call.origin, i), "score": 1.0} for i in hits[:100]]
+        body = {"total_count": len(hits), "incomplete_results": False, "items": items}
+        return Reply(200, json_body(body), {"Content-Type": "application/json; charset=utf-8"})
+
+
+def _reject(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
