@@ -119,9 +119,7 @@ class ProviderRejected(CrashpointsError):
     harness time from now, when the provider said so).
     """
 
-    def __init__(
-        self, message: str, *, retryable: bool, retry_after: float | None = None
-    ) -> None:
+    def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None) -> None:
         self.retryable = retryable
         self.retry_after = retry_after
         super().__init__(message)

@@ -12,9 +12,7 @@ from ._errors import ArgumentsError
 
 __all__ = ["JSONValue", "args_hash", "canonical_json", "normalize_args"]
 
-JSONValue: TypeAlias = (
-    "bool | int | float | str | list[JSONValue] | dict[str, JSONValue] | None"
-)
+JSONValue: TypeAlias = "bool | int | float | str | list[JSONValue] | dict[str, JSONValue] | None"
 
 
 def _normalize(value: Any, path: str) -> JSONValue:

@@ -134,7 +134,7 @@ def _reconcile(
 ) -> RecoveryAction | None:
     start = attempt.state
 
-    def move(to: State, reason: str, result_ref: str | None = None) -> Attempt:
+    def move(to: State, reason: str, found: Found | None = None) -> Attempt:
         nonlocal attempt
         attempt = ledger.transition(
             attempt.attempt_id,
@@ -142,7 +142,8 @@ def _reconcile(
             expected=attempt.state,
             actor=owner,
             reason=reason,
-            result_ref=result_ref,
+            result_ref=None if found is None else found.result_ref,
+            provider_request_id=None if found is None else found.request_id,
         )
         return attempt
 
@@ -179,11 +180,7 @@ def _reconcile(
 
     if isinstance(found, Found):
         if found.payload_hash == attempt.args_hash:
-            move(
-                State.OUTCOME_CONFIRMED,
-                "the provider's lookup shows it",
-                result_ref=found.result_ref,
-            )
+            move(State.OUTCOME_CONFIRMED, "the provider's lookup shows it", found)
             return done("confirmed")
         move(State.MANUAL_REVIEW, "the provider holds an effect with another payload hash")
         return done("sent to review")

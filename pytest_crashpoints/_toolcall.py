@@ -59,10 +59,13 @@ class Receipt:
 
 @dataclasses.dataclass(frozen=True)
 class Found:
-    """The provider has the effect: ``payload_hash`` is the hash of what it applied."""
+    """The provider has the effect: ``payload_hash`` is the hash of what it applied (the
+    attempt's arguments hash, for a match), ``request_id`` the provider's id of the request
+    that applied it, when the lookup tells."""
 
     payload_hash: str
     result_ref: str | None = None
+    request_id: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,22 +215,21 @@ def dispatch_and_confirm(
 def _confirm(
     ledger: Ledger, adapter: ToolAdapter, attempt: Attempt, receipt: Receipt, *, actor: str
 ) -> Attempt:
-    def settle(state: State, reason: str, result_ref: str | None = None) -> Attempt:
+    def settle(state: State, reason: str, found: Found | None = None) -> Attempt:
         return ledger.transition(
             attempt.attempt_id,
             state,
             expected=State.DISPATCHED,
             actor=actor,
             reason=reason,
-            result_ref=result_ref,
+            result_ref=found.result_ref if found else receipt.result_ref,
+            provider_request_id=found.request_id if found else None,
         )
 
     if receipt.durable:
         if receipt.payload_hash not in (None, attempt.args_hash):
             return settle(State.UNKNOWN, "the receipt's payload hash differs from the intent's")
-        return settle(
-            State.OUTCOME_CONFIRMED, "durable receipt from the provider", receipt.result_ref
-        )
+        return settle(State.OUTCOME_CONFIRMED, "durable receipt from the provider")
     if not adapter.has_lookup:
         return settle(State.UNKNOWN, "no durable receipt and no lookup: a response is no proof")
     try:
@@ -236,9 +238,7 @@ def _confirm(
         return settle(State.UNKNOWN, f"lookup raised {type(exc).__name__}: {exc}")
     if isinstance(found, Found):
         if found.payload_hash == attempt.args_hash:
-            return settle(
-                State.OUTCOME_CONFIRMED, "confirmed by the provider's lookup", found.result_ref
-            )
+            return settle(State.OUTCOME_CONFIRMED, "confirmed by the provider's lookup", found)
         return settle(State.UNKNOWN, "the provider holds an effect with another payload hash")
     if isinstance(found, Absent):
         return settle(State.UNKNOWN, "lookup does not show the effect yet (it may lag)")
