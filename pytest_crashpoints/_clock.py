@@ -128,8 +128,10 @@ def pin_wall_time(clock: HarnessClock) -> Callable[[], None]:
     """
     from freezegun import freeze_time
 
-    # multiprocess and the harness itself keep real time (connection waits, deadlines).
-    freezer = freeze_time(clock.datetime(), ignore=["multiprocess", "pytest_crashpoints._worker"])
+    # No extra ignores: freezegun gives real time to any call with an ignored module among
+    # the caller's nearest frames, and the worker's entry (ours, under multiprocess's) is
+    # right under the user's callable. The child itself needs no real time.
+    freezer = freeze_time(clock.datetime())
     frozen = freezer.start()
 
     def resync() -> None:
