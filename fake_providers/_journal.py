@@ -188,6 +188,13 @@ class Journal:
         self._pid = os.getpid()
         self._lock = threading.Lock()
         self._idle: list[sqlite3.Connection] = []
+        try:
+            self._create_schema(provider)
+        except BaseException:
+            self.close()
+            raise
+
+    def _create_schema(self, provider: str) -> None:
         with self.transaction() as conn:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
