@@ -129,3 +129,17 @@ def test_pause_without_a_harness_kills_nobody_in_the_test(arm: Any) -> None:
 def test_bad_faults_say_what_to_do(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(HarnessUsageError, match=message):
         Fault(**kwargs)
+
+
+def test_importing_the_package_does_not_import_multiprocess_or_httpx() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, pytest_crashpoints as p; "
+        "assert 'multiprocess' not in sys.modules and 'httpx' not in sys.modules; "
+        "p.run_worker, p.CrashTransport; "
+        "assert 'multiprocess' in sys.modules and 'httpx' in sys.modules; "
+        "assert all(hasattr(p, name) for name in p.__all__)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
