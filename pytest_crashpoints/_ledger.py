@@ -61,6 +61,7 @@ CREATE TABLE attempts (
     owner               TEXT,
     lease_expires_at    REAL,
     next_attempt_at     REAL,
+    dispatched_at       REAL,
     attempt_count       INTEGER NOT NULL DEFAULT 0 CHECK (attempt_count >= 0),
     parent_attempt_id   TEXT REFERENCES attempts (attempt_id),
     created_at          REAL NOT NULL,
@@ -119,6 +120,8 @@ class Attempt:
     parent_attempt_id: str | None
     created_at: float
     updated_at: float
+    #: When the request last left (the latest move to DISPATCHED), if ever.
+    dispatched_at: float | None = None
 
     @property
     def tenant_id(self) -> str:
@@ -183,6 +186,7 @@ def _attempt_from_row(row: sqlite3.Row) -> Attempt:
         parent_attempt_id=row["parent_attempt_id"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        dispatched_at=row["dispatched_at"],
     )
 
 
@@ -429,7 +433,8 @@ class Ledger:
                 "UPDATE attempts SET state = ?, updated_at = ?, "
                 "provider_request_id = coalesce(?, provider_request_id), "
                 "result_ref = coalesce(?, result_ref), next_attempt_at = ?, "
-                "attempt_count = attempt_count + ? WHERE attempt_id = ?",
+                "attempt_count = attempt_count + ?, dispatched_at = coalesce(?, dispatched_at) "
+                "WHERE attempt_id = ?",
                 (
                     to_state.value,
                     now,
@@ -437,19 +442,24 @@ class Ledger:
                     result_ref,
                     next_attempt_at,
                     1 if to_state is State.DISPATCHED else 0,
+                    now if to_state is State.DISPATCHED else None,
                     attempt_id,
                 ),
             )
             self._log(conn, attempt_id, current.state, to_state, now, actor, reason)
             return self._read_attempt(conn, attempt_id)
 
-    def record_provider_request_id(self, attempt_id: str, provider_request_id: str) -> Attempt:
-        """Persist the provider's request id as soon as it is known (safe order, step 4)."""
+    def record_provider_request_id(
+        self, attempt_id: str, provider_request_id: str, *, result_ref: str | None = None
+    ) -> Attempt:
+        """Persist the provider's request id (and the id of what it created, if the answer
+        names it) as soon as they are known (safe order, step 4)."""
         with self._write("record_provider_request_id", attempt_id) as conn:
             self._read_attempt(conn, attempt_id)
             conn.execute(
-                "UPDATE attempts SET provider_request_id = ?, updated_at = ? WHERE attempt_id = ?",
-                (provider_request_id, self._clock(), attempt_id),
+                "UPDATE attempts SET provider_request_id = ?, "
+                "result_ref = coalesce(?, result_ref), updated_at = ? WHERE attempt_id = ?",
+                (provider_request_id, result_ref, self._clock(), attempt_id),
             )
             return self._read_attempt(conn, attempt_id)
 

@@ -207,7 +207,9 @@ def dispatch_and_confirm(
             reason=f"dispatch raised {type(exc).__name__}: {exc}; the effect may have happened",
         )
     crashpoint("B", **where)
-    attempt = ledger.record_provider_request_id(attempt_id, receipt.request_id)
+    attempt = ledger.record_provider_request_id(
+        attempt_id, receipt.request_id, result_ref=receipt.result_ref
+    )
     crashpoint("C", **where)
     return _confirm(ledger, adapter, attempt, receipt, actor=actor)
 

@@ -89,7 +89,8 @@ def test_empty_key_is_refused(ledger: Ledger) -> None:
 def test_legal_path_to_confirmed_is_logged(ledger: Ledger, clock: ManualClock) -> None:
     attempt, _ = intent(ledger)
     clock.advance(1)
-    ledger.transition(attempt.attempt_id, State.DISPATCHED, actor="w", reason="send")
+    sent = ledger.transition(attempt.attempt_id, State.DISPATCHED, actor="w", reason="send")
+    assert sent.dispatched_at == clock.t
     ledger.record_provider_request_id(attempt.attempt_id, "req_1")
     clock.advance(1)
     done = ledger.transition(

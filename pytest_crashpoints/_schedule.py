@@ -1,0 +1,323 @@
+"""Crash schedules: what the harness does to one case, step by step (SPEC section 3).
+
+A schedule is a tuple of steps, run in order, then the quiet phase (faults lifted, lookups
+answered, recovery until nothing changes, the final checks). Every message of the case is
+delivered once, in order, by a :class:`Deliver` step; faults ride on those steps or come
+between them:
+
+=====================  ====================================================================
+step                   what the harness does
+=====================  ====================================================================
+``Deliver``            run the worker on message ``message`` in a fresh subprocess, with a
+                       kill at ``kill`` (A, B, C or a named point, on its n-th hit) if given;
+                       ``duplicate`` delivers it twice (D): ``"after"`` once more when the
+                       first run ended, ``"concurrent"`` to a second worker while the first
+                       is paused at ``pause_at``
+``ChangeAuthority``    E: revoke, narrow the scope, bump the policy version or move the task
+                       of message ``message`` to another tenant
+``LookupTimeouts``     F: the provider's lookups time out for the next ``calls`` calls
+                       (``None``: until the quiet phase lifts it)
+``Recover``            run recovery in a fresh subprocess, killed at ``kill`` if given
+``Advance``            move the harness clock
+=====================  ====================================================================
+
+Schedules are plain frozen data: they serialize to JSON (:func:`to_json`, :func:`from_json`)
+for the replay token, and Hypothesis strategies (:func:`schedules`) generate and shrink them.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import itertools
+import json
+import zlib
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+from ._errors import CrashpointsError
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
+
+__all__ = [
+    "Advance",
+    "ChangeAuthority",
+    "Deliver",
+    "Kill",
+    "LookupTimeouts",
+    "Recover",
+    "Schedule",
+    "Step",
+    "decode_token",
+    "encode_token",
+    "enumerate_schedules",
+    "schedules",
+]
+
+AuthorityChangeKind: TypeAlias = Literal["revoke", "narrow", "bump_policy", "move_tenant"]
+AUTHORITY_CHANGES: tuple[AuthorityChangeKind, ...] = (
+    "revoke",
+    "narrow",
+    "bump_policy",
+    "move_tenant",
+)
+RECOVERY_POINTS = ("recovery.claimed", "recovery.looked_up")
+
+
+@dataclasses.dataclass(frozen=True)
+class Kill:
+    """SIGKILL at fail point ``point`` on its ``hit``-th call."""
+
+    point: str
+    hit: int = 1
+
+    def __str__(self) -> str:
+        return f"kill at {self.point} (hit {self.hit})"
+
+
+@dataclasses.dataclass(frozen=True)
+class Deliver:
+    message: int
+    kill: Kill | None = None
+    duplicate: Literal["after", "concurrent"] | None = None
+    pause_at: str = "B"
+
+    def __str__(self) -> str:
+        text = f"deliver message {self.message}"
+        if self.kill:
+            text += f", {self.kill}"
+        if self.duplicate == "after":
+            text += ", then deliver it again (D)"
+        elif self.duplicate == "concurrent":
+            text += f", and to a second worker while the first waits at {self.pause_at} (D)"
+        return text
+
+
+@dataclasses.dataclass(frozen=True)
+class ChangeAuthority:
+    message: int
+    change: AuthorityChangeKind
+
+    def __str__(self) -> str:
+        return f"E: {self.change.replace('_', ' ')} for the task of message {self.message}"
+
+
+@dataclasses.dataclass(frozen=True)
+class LookupTimeouts:
+    provider: str
+    calls: int | None = None
+
+    def __str__(self) -> str:
+        until = "until lifted" if self.calls is None else f"for {self.calls} call(s)"
+        return f"F: {self.provider} lookups time out {until}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Recover:
+    kill: Kill | None = None
+
+    def __str__(self) -> str:
+        return "run recovery" + (f", {self.kill}" if self.kill else "")
+
+
+@dataclasses.dataclass(frozen=True)
+class Advance:
+    seconds: float
+
+    def __str__(self) -> str:
+        return f"advance the clock {self.seconds:g}s"
+
+
+Step: TypeAlias = Deliver | ChangeAuthority | LookupTimeouts | Recover | Advance
+_STEP_TYPES: dict[str, type[Any]] = {
+    cls.__name__: cls for cls in (Deliver, ChangeAuthority, LookupTimeouts, Recover, Advance)
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """The steps of one case, in order."""
+
+    steps: tuple[Step, ...]
+
+    def __str__(self) -> str:
+        return "; ".join(str(step) for step in self.steps) or "no steps"
+
+    @property
+    def faults(self) -> int:
+        """How many faults the schedule injects (kills, duplicates, E and F changes)."""
+        count = 0
+        for step in self.steps:
+            if isinstance(step, Deliver):
+                count += (step.kill is not None) + (step.duplicate is not None)
+            elif isinstance(step, Recover):
+                count += step.kill is not None
+            elif isinstance(step, ChangeAuthority | LookupTimeouts):
+                count += 1
+        return count
+
+    def to_dict(self) -> dict[str, Any]:
+        def encode(step: Step) -> dict[str, Any]:
+            fields = dataclasses.asdict(step)
+            return {"step": type(step).__name__, **fields}
+
+        return {"version": 1, "steps": [encode(step) for step in self.steps]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Schedule:
+        """Rebuild a schedule from :meth:`to_dict`; a malformed one raises CrashpointsError."""
+        try:
+            if data["version"] != 1:
+                raise ValueError(f"schedule format version {data['version']!r}")
+            steps: list[Step] = []
+            for item in data["steps"]:
+                fields = dict(item)
+                kind = _STEP_TYPES[fields.pop("step")]
+                if fields.get("kill") is not None:
+                    fields["kill"] = Kill(**fields["kill"])
+                steps.append(kind(**fields))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CrashpointsError(
+                f"not a crashpoints schedule ({type(exc).__name__}: {exc}); copy the replay "
+                "token again from the failure report, whole."
+            ) from exc
+        return cls(tuple(steps))
+
+
+def to_json(schedule: Schedule) -> str:
+    return json.dumps(schedule.to_dict(), sort_keys=True, separators=(",", ":"))
+
+
+def encode_token(schedule: Schedule, *, seed: int | None = None) -> str:
+    """A compact, shell-safe token naming ``schedule`` exactly (``--crashpoints-replay``)."""
+    payload = {"schedule": schedule.to_dict(), "seed": seed}
+    raw = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode().rstrip("=")
+
+
+def decode_token(token: str) -> tuple[Schedule, int | None]:
+    """The schedule and seed in a replay token; a damaged token raises CrashpointsError."""
+    try:
+        raw = zlib.decompress(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        payload = json.loads(raw)
+        return Schedule.from_dict(payload["schedule"]), payload.get("seed")
+    except CrashpointsError:
+        raise
+    except Exception as exc:
+        raise CrashpointsError(
+            f"replay token {token[:24]!r}… is damaged ({type(exc).__name__}); copy it again "
+            "from the failure report, whole."
+        ) from exc
+
+
+# -- generation -------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Space:
+    """What a schedule may contain for one test.
+
+    ``messages`` is how many messages the case delivers; ``reachable`` maps each worker fail
+    point to how many times the fault-free run reached it per message (index = message);
+    ``points`` the SPEC points the test declares; ``providers`` the providers whose lookups F
+    may time out.
+    """
+
+    messages: int
+    reachable: tuple[Mapping[str, int], ...]
+    points: frozenset[str]
+    providers: tuple[str, ...]
+
+    def kill_sites(self, message: int) -> list[Kill]:
+        sites: list[Kill] = []
+        for point, hits in sorted(self.reachable[message].items()):
+            if point in self.points & {"A", "B", "C"} or point not in "ABCDEF":
+                sites.extend(Kill(point, hit) for hit in range(1, hits + 1))
+        return sites
+
+
+def _base(space: Space) -> list[Step]:
+    return [Deliver(i) for i in range(space.messages)]
+
+
+def _single_faults(space: Space) -> Iterator[tuple[int, str, Any]]:
+    """Every single fault as (position, kind, value): where it goes and what it is."""
+    for i in range(space.messages):
+        for kill in space.kill_sites(i):
+            yield (i, "kill", kill)
+        if "D" in space.points:
+            yield (i, "duplicate", "after")
+            yield (i, "duplicate", "concurrent")
+        if "E" in space.points:
+            for change in AUTHORITY_CHANGES:
+                yield (i, "after", ChangeAuthority(i, change))
+        if "F" in space.points:
+            for provider in space.providers:
+                yield (i, "after", LookupTimeouts(provider, None))
+    if space.messages and ({"A", "B", "C"} & space.points):
+        for point in RECOVERY_POINTS:
+            yield (space.messages - 1, "after", Recover(Kill(point, 1)))
+
+
+def _apply(space: Space, faults: Sequence[tuple[int, str, Any]]) -> Schedule | None:
+    delivers: list[Deliver] = [Deliver(i) for i in range(space.messages)]
+    after: list[list[Step]] = [[] for _ in range(space.messages)]
+    for position, kind, value in faults:
+        if kind == "kill":
+            if delivers[position].kill is not None:
+                return None
+            delivers[position] = dataclasses.replace(delivers[position], kill=value)
+        elif kind == "duplicate":
+            if delivers[position].duplicate is not None:
+                return None
+            delivers[position] = dataclasses.replace(delivers[position], duplicate=value)
+        else:
+            after[position].append(value)
+    steps: list[Step] = []
+    for deliver, extra in zip(delivers, after, strict=True):
+        steps.append(deliver)
+        # A fault that acts on what recovery will find (E, F) is followed by a recovery run
+        # under it, so it acts while the attempt is still in flight.
+        for step in extra:
+            steps.append(step)
+            if isinstance(step, ChangeAuthority | LookupTimeouts):
+                steps.append(Recover())
+    return Schedule(tuple(steps))
+
+
+def enumerate_schedules(space: Space, *, max_faults: int = 1) -> Iterator[Schedule]:
+    """Every schedule with up to ``max_faults`` faults, fewest first (bounded, like B3).
+
+    With ``max_faults=1``: every single fault at every reachable hit; with 2, also every pair.
+    """
+    singles = list(_single_faults(space))
+    yield Schedule(tuple(_base(space)))
+    seen: set[Schedule] = set()
+    for size in range(1, max_faults + 1):
+        for combo in itertools.combinations(singles, size):
+            schedule = _apply(space, combo)
+            if schedule is not None and schedule not in seen:
+                seen.add(schedule)
+                yield schedule
+
+
+def schedules(space: Space, *, max_faults: int = 2) -> SearchStrategy[Schedule]:
+    """A Hypothesis strategy of schedules with up to ``max_faults`` faults.
+
+    It draws a set of single faults (see :func:`enumerate_schedules`) and applies them; it
+    shrinks towards fewer faults, earlier messages and earlier hits.
+    """
+    from hypothesis import strategies as st
+
+    singles = list(_single_faults(space))
+    if not singles:
+        return st.just(Schedule(tuple(_base(space))))
+    picked = st.lists(
+        st.integers(min_value=0, max_value=len(singles) - 1),
+        max_size=max_faults,
+        unique=True,
+    )
+    return picked.map(lambda idx: _apply(space, [singles[i] for i in sorted(idx)])).filter(
+        lambda s: s is not None
+    )  # type: ignore[return-value]
