@@ -49,7 +49,7 @@ from multiprocess.connection import wait as _wait_ready
 
 from . import _failpoints
 from ._clock import HarnessClock, pin_wall_time
-from ._errors import HarnessUsageError, WorkerNotPaused
+from ._errors import HarnessError, HarnessUsageError, WorkerNotPaused
 from ._failpoints import Fault, Hit
 
 __all__ = [
@@ -193,7 +193,16 @@ def start_worker(
         daemon=False,
     )
     started = time.monotonic()
-    process.start()
+    try:
+        process.start()
+    except Exception as exc:
+        parent_conn.close()
+        child_conn.close()
+        raise HarnessError(
+            f"could not start a {start_method} worker for {fn!r}: {type(exc).__name__}: {exc}. "
+            "Under spawn the callable, its arguments and faults must be picklable by dill; "
+            "use fork, or pass plain values."
+        ) from exc
     child_conn.close()
     with contextlib.suppress(OSError):
         # Also done by the child; whichever runs first wins the race with an early kill.

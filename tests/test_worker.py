@@ -412,3 +412,12 @@ def test_a_killed_parent_takes_its_workers_along(tmp_path: Path) -> None:
         proc.wait()
         assert proc.stdout is not None
         proc.stdout.close()
+
+
+def test_a_callable_that_cannot_cross_a_spawn_is_a_clear_error() -> None:
+    from pytest_crashpoints._errors import HarnessError
+
+    numbers = (n for n in range(3))
+    with pytest.raises(HarnessError, match="must be picklable by dill"):
+        start_worker(lambda: next(numbers), start_method="spawn")
+    assert live_worker_pids() == frozenset()
