@@ -27,6 +27,8 @@ __all__ = ["EffectRecord", "Journal", "RequestRecord"]
 
 SCHEMA_VERSION = 1
 
+_INHERITED: list[sqlite3.Connection] = []
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS counters(name TEXT PRIMARY KEY, value INTEGER NOT NULL);
@@ -223,10 +225,13 @@ class Journal:
 
     def _forget_inherited(self) -> None:
         # After fork, the parent's connections (and a lock a parent thread may have held) are
-        # not ours: leave them untouched and start afresh.
+        # not ours: start afresh. The inherited connections are kept referenced, never used and
+        # never closed here: closing an inherited SQLite connection in the child is as unsafe as
+        # using it.
         if self._pid != os.getpid():
             self._pid = os.getpid()
             self._lock = threading.Lock()
+            _INHERITED.extend(self._idle)
             self._idle = []
 
     @contextmanager

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from respx.models import AllMockedAssertionError
 
-from fake_providers import Deploy, Email, Payments, Provider, Tickets, serve, transport
+from fake_providers import Deploy, Email, Payments, Provider, Tickets, mock, serve, transport
 from tests.conftest import ManualClock
 
 from .conftest import keys_for
@@ -51,3 +52,24 @@ def test_same_requests_same_answers(tmp_path: Path, clock: ManualClock, name: st
     finally:
         inproc.close()
         loop.close()
+
+
+def test_mock_routes_each_provider_and_can_pass_the_rest_through(
+    payments: Provider, email: Provider
+) -> None:
+    with serve(email) as url, mock(payments, assert_all_mocked=False), httpx.Client() as client:
+        with httpx.Client(base_url=payments.base_url) as to_payments:
+            assert WRITES["payments"](to_payments).status_code == 200
+        sent = client.post(f"{url}/v3/mail/send", content=b"{", headers={
+            "Authorization": "Bearer email-writer-a", "Content-Type": "application/json"})
+        assert sent.status_code == 400  # answered by the loopback server, not by respx
+    with mock(payments), httpx.Client() as client, pytest.raises(AllMockedAssertionError):
+        client.get("https://elsewhere.test/")
+
+
+def test_transport_refuses_urls_no_provider_serves(payments: Provider) -> None:
+    with (
+        httpx.Client(transport=transport(payments)) as client,
+        pytest.raises(httpx.ConnectError, match="no fake provider serves"),
+    ):
+        client.get("https://elsewhere.test/v1/charges")
