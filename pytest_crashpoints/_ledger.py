@@ -235,12 +235,18 @@ class Ledger:
         try:
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
-            # Refuse a foreign schema before any pragma below writes to the file.
-            self._check_version(conn)
-            conn.execute("PRAGMA journal_mode = WAL")
+            # Check (and create) the schema first, in one write transaction, so a foreign file
+            # is refused before anything below writes to it.
+            self._ensure_schema(conn)
+            self._enable_wal(conn)
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA foreign_keys = ON")
-            self._ensure_schema(conn)
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            raise LedgerError(
+                f"cannot open the ledger {self.path} ({exc}); another process may hold it "
+                f"longer than the busy timeout ({self._busy_timeout:g}s), or the path is wrong."
+            ) from exc
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise LedgerError(
@@ -269,6 +275,23 @@ class Ledger:
                 "ledger file."
             )
         return False
+
+    @staticmethod
+    def _enable_wal(conn: sqlite3.Connection) -> None:
+        # Switching to WAL needs an exclusive lock. Two processes opening a new ledger at once
+        # can each hold a shared lock and want it: SQLite then answers "locked" at once rather
+        # than deadlock (the busy handler is skipped), so the loser yields and tries again.
+        for attempt in range(200):
+            try:
+                (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or attempt == 199:
+                    raise
+                time.sleep(0.001 * (1 + attempt % 10))
+                continue
+            if str(mode).lower() == "wal":
+                return
+        raise sqlite3.OperationalError("the ledger could not be switched to WAL mode")
 
     def _ensure_schema(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")
