@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import select
 import signal
 import subprocess
@@ -370,19 +371,21 @@ def _read_to_eof(proc: subprocess.Popen[bytes], *, timeout: float) -> bytes:
 
 
 def _read_worker_pid(proc: subprocess.Popen[bytes], *, timeout: float) -> int:
+    # Raw reads: a buffered readline could hold the line in its buffer while select() waits.
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout
     seen = b""
-    while time.monotonic() < deadline:
-        readable, _, _ = select.select([proc.stdout], [], [], deadline - time.monotonic())
+    while (remaining := deadline - time.monotonic()) > 0:
+        readable, _, _ = select.select([proc.stdout], [], [], remaining)
         if not readable:
             break
-        line = proc.stdout.readline()
-        if not line:
+        chunk = os.read(proc.stdout.fileno(), 65536)
+        if not chunk:
             break
-        seen += line
-        if b"WORKER " in line:
-            return int(line.split(b"WORKER ", 1)[1].split()[0])
+        seen += chunk
+        found = re.search(rb"WORKER (\d+)\n", seen)
+        if found:
+            return int(found.group(1))
     raise AssertionError(f"the inner pytest never started its worker; output:\n{seen.decode()}")
 
 
