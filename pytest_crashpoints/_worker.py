@@ -469,6 +469,8 @@ def _child_main(
 ) -> None:
     """The worker's entry point (runs in the child)."""
     _die_with_parent(parent_pid)
+    # A forked child inherits the parent's registry: those workers are its siblings, not its own.
+    _live.clear()
     # SIGINT belongs to the parent: it kills the group. A worker must not die of it first.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     resync = None if clock_path is None else pin_wall_time(HarnessClock(clock_path))
