@@ -167,18 +167,21 @@ class EmailAdapter:
 
     def lookup(self, attempt: Attempt) -> LookupResult:
         client = self._client_for(attempt.authority)
-        if attempt.result_ref:
-            response = client.get(f"/v3/messages/{attempt.result_ref}")
+        message_id = attempt.result_ref
+        if not message_id:
+            query = f"unique_args['{CORRELATION}']=\"{attempt.idempotency_key}\""
+            response = client.get("/v3/messages", params={"query": query})
+            response.raise_for_status()
+            hits = response.json().get("messages", [])
+            if hits:
+                # Search answers summaries; the message itself holds the custom args.
+                message_id = str(hits[0]["msg_id"])
+        if message_id:
+            response = client.get(f"/v3/messages/{message_id}")
             if response.status_code == 404:
                 return Absent()
             response.raise_for_status()
             return _found_message(response.json())
-        query = f"unique_args['{CORRELATION}']=\"{attempt.idempotency_key}\""
-        response = client.get("/v3/messages", params={"query": query})
-        response.raise_for_status()
-        hits = response.json().get("messages", [])
-        if hits:
-            return _found_message(hits[0])
         sent_at = attempt.dispatched_at if attempt.dispatched_at is not None else attempt.created_at
         if self._now() - sent_at <= self._search_lag_bound:
             return Unavailable("no search hit yet, and the search may still lag behind the send")

@@ -61,6 +61,8 @@ class ProviderRequest:
     status: int
     effect_applied: bool
     idempotent: bool
+    #: The id of what the request created or read (a charge, a message, an issue), if any.
+    object_id: str | None = None
 
     @property
     def logical_hash(self) -> str | None:
@@ -70,11 +72,11 @@ class ProviderRequest:
 
 @dataclasses.dataclass(frozen=True)
 class AuthorityChange:
-    """The authority of a task from harness time ``at`` on."""
+    """The authority of a task from harness time ``at`` on (``None``: revoked)."""
 
     at: float
     task_id: str
-    authority: Authority
+    authority: Authority | None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -193,7 +193,10 @@ def check_outcomes_agree(evidence: Evidence) -> list[Violation]:
 
 def check_operator_visibility(evidence: Evidence) -> list[Violation]:
     """Invariant 3: arguments, their hash, and a real provider request id are visible."""
-    issued = {r.request_id for r in evidence.requests}
+    # A provider names a request by its request id or by the id of what it created.
+    issued = {r.request_id for r in evidence.requests} | {
+        r.object_id for r in evidence.requests if r.object_id
+    }
     violations = []
     for attempt in evidence.attempts:
         problems = []
@@ -224,8 +227,12 @@ def check_operator_visibility(evidence: Evidence) -> list[Violation]:
     return violations
 
 
-def _authority_at(evidence: Evidence, task_id: str, at: float) -> Authority | None:
-    current = None
+_NO_HISTORY = object()
+
+
+def _authority_at(evidence: Evidence, task_id: str, at: float) -> Authority | object | None:
+    """The task's authority in force at ``at`` (None: revoked; _NO_HISTORY: never recorded)."""
+    current: Authority | object | None = _NO_HISTORY
     for change in evidence.authority_history:
         if change.task_id == task_id and change.at <= at:
             current = change.authority
@@ -250,7 +257,9 @@ def check_authority(evidence: Evidence) -> list[Violation]:
         if wider:
             problems.append(f"made with scope wider than the attempt's: {format_scope(wider)}")
         in_force = _authority_at(evidence, attempt.task_id, request.at)
-        if in_force is not None and in_force != attempt.authority:
+        if in_force is None:
+            problems.append(f"made at {_t(request.at)} after the task's authority was revoked")
+        elif isinstance(in_force, Authority) and in_force != attempt.authority:
             problems.append(
                 f"made at {_t(request.at)} under authority that had changed (now tenant "
                 f"{in_force.tenant_id!r}, scope '{in_force.scope_text}', policy "

@@ -436,7 +436,8 @@ class Ledger:
     ) -> Attempt:
         """Move an attempt to ``to_state`` and log the event, in one transaction.
 
-        ``expected`` makes it a compare-and-set: if the attempt is not in (one of) those states
+        A provider request id already recorded is kept (the first one known names the
+        request). ``expected`` makes it a compare-and-set: if the attempt is not in (one of) those states
         the move is refused with :class:`IllegalTransition`, so two processes racing for the
         same move cannot both win. A move the transition table forbids raises
         :class:`IllegalTransition` naming the attempt and both states; nothing is changed.
@@ -454,7 +455,7 @@ class Ledger:
             now = self._clock()
             conn.execute(
                 "UPDATE attempts SET state = ?, updated_at = ?, "
-                "provider_request_id = coalesce(?, provider_request_id), "
+                "provider_request_id = coalesce(provider_request_id, ?), "
                 "result_ref = coalesce(?, result_ref), next_attempt_at = ?, "
                 "attempt_count = attempt_count + ?, dispatched_at = coalesce(?, dispatched_at) "
                 "WHERE attempt_id = ?",

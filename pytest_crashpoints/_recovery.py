@@ -74,15 +74,16 @@ def recover(
     adapters: Mapping[str, ToolAdapter],
     *,
     owner: str,
-    current_authority: Callable[[Attempt], Authority] | None = None,
+    current_authority: Callable[[Attempt], Authority | None] | None = None,
     policy: RecoveryPolicy | None = None,
 ) -> list[RecoveryAction]:
     """Reconcile every in-flight attempt that is due; return what was done, in order.
 
     ``adapters`` maps a tool name to its adapter. ``current_authority`` returns the authority
-    the attempt's task holds *now* (tenant, scope, policy version); by default the attempt's
-    own. Attempts owned by another live lease, or backing off, are left alone. An attempt
-    whose tool has no adapter raises :class:`CrashpointsError` naming the tool.
+    the attempt's task holds *now* (tenant, scope, policy version; ``None`` if it was
+    revoked); by default the attempt's own. Attempts owned by another live lease, or backing
+    off, are left alone. An attempt whose tool has no adapter raises
+    :class:`CrashpointsError` naming the tool.
     """
     policy = policy or RecoveryPolicy()
     actions: list[RecoveryAction] = []
@@ -129,7 +130,7 @@ def _reconcile(
     adapter: ToolAdapter,
     attempt: Attempt,
     owner: str,
-    current_authority: Callable[[Attempt], Authority] | None,
+    current_authority: Callable[[Attempt], Authority | None] | None,
     policy: RecoveryPolicy,
 ) -> RecoveryAction | None:
     start = attempt.state
@@ -201,23 +202,23 @@ def _reconcile(
 def _relink(
     ledger: Ledger,
     attempt: Attempt,
-    now_authority: Authority,
+    now_authority: Authority | None,
     owner: str,
     move: Callable[..., Attempt],
 ) -> str:
-    changed = ", ".join(
-        name
-        for name, old, new in (
-            ("tenant", attempt.authority.tenant_id, now_authority.tenant_id),
-            (
-                "credential scope",
-                attempt.authority.credential_scope,
-                now_authority.credential_scope,
-            ),
-            ("policy version", attempt.authority.policy_version, now_authority.policy_version),
+    old = attempt.authority
+    if now_authority is None:
+        changed = "revoked"
+    else:
+        changed = ", ".join(
+            name
+            for name, before, after in (
+                ("tenant", old.tenant_id, now_authority.tenant_id),
+                ("credential scope", old.credential_scope, now_authority.credential_scope),
+                ("policy version", old.policy_version, now_authority.policy_version),
+            )
+            if before != after
         )
-        if old != new
-    )
     reason = f"authority changed since the intent ({changed}): not reused"
     if attempt.state in (State.INTENT_RECORDED, State.FAILED_RETRYABLE, State.RECONCILED):
         move(State.FAILED, reason + "; it never took effect")
@@ -225,6 +226,8 @@ def _relink(
         if attempt.state is State.DISPATCHED:
             move(State.UNKNOWN, "recovery found it dispatched with no live owner")
         move(State.MANUAL_REVIEW, reason + "; it may have taken effect")
+    if now_authority is None:
+        return "resolved: authority revoked"
     ledger.link_attempt(
         attempt.attempt_id, args=attempt.args, authority=now_authority, actor=owner, reason=reason
     )

@@ -230,9 +230,11 @@ class Space:
     providers: tuple[str, ...]
 
     def kill_sites(self, message: int) -> list[Kill]:
+        """Every (point, hit) a kill can target while message ``message`` is handled: the
+        declared points other than D, E, F (which are not places in the worker)."""
         sites: list[Kill] = []
         for point, hits in sorted(self.reachable[message].items()):
-            if point in self.points & {"A", "B", "C"} or point not in "ABCDEF":
+            if point in self.points and point not in ("D", "E", "F"):
                 sites.extend(Kill(point, hit) for hit in range(1, hits + 1))
         return sites
 
@@ -247,8 +249,10 @@ def _single_faults(space: Space) -> Iterator[tuple[int, str, Any]]:
         for kill in space.kill_sites(i):
             yield (i, "kill", kill)
         if "D" in space.points:
-            yield (i, "duplicate", "after")
-            yield (i, "duplicate", "concurrent")
+            yield (i, "duplicate", ("after", "B"))
+            gate = next((p for p in ("B", "A", "D") if space.reachable[i].get(p)), None)
+            if gate is not None:
+                yield (i, "duplicate", ("concurrent", gate))
         if "E" in space.points:
             for change in AUTHORITY_CHANGES:
                 yield (i, "after", ChangeAuthority(i, change))
@@ -271,7 +275,10 @@ def _apply(space: Space, faults: Sequence[tuple[int, str, Any]]) -> Schedule | N
         elif kind == "duplicate":
             if delivers[position].duplicate is not None:
                 return None
-            delivers[position] = dataclasses.replace(delivers[position], duplicate=value)
+            duplicate, gate = value
+            delivers[position] = dataclasses.replace(
+                delivers[position], duplicate=duplicate, pause_at=gate
+            )
         else:
             after[position].append(value)
     steps: list[Step] = []
