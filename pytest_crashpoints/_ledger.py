@@ -437,9 +437,9 @@ class Ledger:
         """Move an attempt to ``to_state`` and log the event, in one transaction.
 
         A provider request id already recorded is kept (the first one known names the
-        request). ``expected`` makes it a compare-and-set: if the attempt is not in (one of) those states
-        the move is refused with :class:`IllegalTransition`, so two processes racing for the
-        same move cannot both win. A move the transition table forbids raises
+        request). ``expected`` makes it a compare-and-set: if the attempt is not in (one of)
+        those states the move is refused with :class:`IllegalTransition`, so two processes
+        racing for the same move cannot both win. A move the transition table forbids raises
         :class:`IllegalTransition` naming the attempt and both states; nothing is changed.
         Moving to DISPATCHED counts one more attempt.
         """
