@@ -154,12 +154,15 @@ def start_worker(
     timeout: float = DEFAULT_TIMEOUT,
     start_method: StartMethod = "fork",
     clock: HarnessClock | None = None,
+    log: str | os.PathLike[str] | None = None,
 ) -> Worker:
     """Start ``fn(*args, **kwargs)`` in a new worker process armed with ``faults``.
 
     ``timeout`` (wall seconds, > 0) bounds the whole run, pauses included. With ``clock``, the
-    worker's wall time is pinned to that harness clock. Raises :class:`HarnessUsageError` for a
-    bad timeout, start method or fault.
+    worker's wall time is pinned to that harness clock. With ``log``, the worker's stdout and
+    stderr (file descriptors 1 and 2) are appended to that file (e.g. in the run directory's
+    ``logs/``); output still in a buffer when the worker is killed is lost, as it must be.
+    Raises :class:`HarnessUsageError` for a bad timeout, start method or fault.
     """
     if not (isinstance(timeout, int | float) and 0 < timeout < float("inf")):
         raise HarnessUsageError(
@@ -188,6 +191,7 @@ def start_worker(
             child_conn,
             os.getpid(),
             None if clock is None else str(clock.path),
+            None if log is None else os.fspath(log),
         ),
         name=f"crashpoints-worker-{getattr(fn, '__name__', 'fn')}",
         daemon=False,
@@ -222,6 +226,7 @@ def run_worker(
     timeout: float = DEFAULT_TIMEOUT,
     start_method: StartMethod = "fork",
     clock: HarnessClock | None = None,
+    log: str | os.PathLike[str] | None = None,
 ) -> Outcome:
     """Run ``fn(*args, **kwargs)`` in a worker process to its end and return the outcome.
 
@@ -236,6 +241,7 @@ def run_worker(
         timeout=timeout,
         start_method=start_method,
         clock=clock,
+        log=log,
     )
     return worker.wait()
 
@@ -458,6 +464,20 @@ def _die_with_parent(parent_pid: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _redirect_output(log_path: str) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    # sys.stdout may write elsewhere than fd 1 (pytest's capture does): point both at the log,
+    # buffered as Python's own streams are (stdout by block, stderr by line).
+    sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+
+
 def _child_main(
     fn: Callable[..., object],
     args: tuple[object, ...],
@@ -466,6 +486,7 @@ def _child_main(
     conn: Any,
     parent_pid: int,
     clock_path: str | None,
+    log_path: str | None,
 ) -> None:
     """The worker's entry point (runs in the child)."""
     _die_with_parent(parent_pid)
@@ -473,6 +494,8 @@ def _child_main(
     _live.clear()
     # SIGINT belongs to the parent: it kills the group. A worker must not die of it first.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if log_path is not None:
+        _redirect_output(log_path)
     resync = None if clock_path is None else pin_wall_time(HarnessClock(clock_path))
     armed = _failpoints.install(faults, conn, on_hit=resync)
     try:

@@ -424,3 +424,18 @@ def test_a_callable_that_cannot_cross_a_spawn_is_a_clear_error() -> None:
     with pytest.raises(HarnessError, match="must be picklable by dill"):
         start_worker(lambda: next(numbers), start_method="spawn")
     assert live_worker_pids() == frozenset()
+
+
+def test_worker_output_goes_to_its_log(tmp_path: Path) -> None:
+    log = tmp_path / "logs" / "worker.log"
+    log.parent.mkdir()
+
+    def chatty() -> None:
+        print("flushed before the kill", flush=True)
+        print("still in the buffer", file=sys.stderr, end="")
+        os.write(2, b"raw stderr\n")
+        crashpoint("A")
+
+    outcome = run_worker(chatty, faults=[Fault("A")], log=log)
+    assert isinstance(outcome, Killed)
+    assert log.read_text().splitlines() == ["flushed before the kill", "raw stderr"]
