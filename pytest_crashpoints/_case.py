@@ -125,6 +125,8 @@ class CaseResult:
     kills: tuple[str, ...]
     expected_effects: tuple[ExpectedEffect, ...]
     run_dir: Path | None
+    #: Per message: how often its first delivery reached each fail point.
+    delivery_hits: Mapping[int, Mapping[str, int]] = dataclasses.field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -190,6 +192,7 @@ class _Case:
         self.incidents: list[Incident] = []
         self.hits: dict[str, int] = {}
         self.kills: list[str] = []
+        self.delivery_hits: dict[int, dict[str, int]] = {}
         self.errors: list[str] = []
         self.step = 0
         self._runs = 0
@@ -301,6 +304,11 @@ class _Case:
         message = self.scenario.messages[index]
         self.history.add(self.step, self.clock.now(), "deliver", f"message {index} to {who}")
         outcome = self._run(_deliver_entry, (self.scenario.worker, self.env, who, message), kill)
+        if index not in self.delivery_hits:
+            reached: dict[str, int] = {}
+            for hit in getattr(outcome, "hits", ()):
+                reached[hit.point] = max(reached.get(hit.point, 0), hit.n)
+            self.delivery_hits[index] = reached
         self._record(who, outcome)
 
     def deliver_concurrently(self, index: int, pause_at: str, kill: Kill | None) -> None:
@@ -614,6 +622,7 @@ def _run(
                 if a.state is State.OUTCOME_CONFIRMED
             ),
             run_dir=None,
+            delivery_hits=case.delivery_hits,
         )
     finally:
         case.close()

@@ -243,33 +243,46 @@ def _base(space: Space) -> list[Step]:
     return [Deliver(i) for i in range(space.messages)]
 
 
-def _single_faults(space: Space) -> Iterator[tuple[int, str, Any]]:
-    """Every single fault as (position, kind, value): where it goes and what it is."""
+Part: TypeAlias = tuple[int, str, Any]
+
+
+def _single_faults(space: Space) -> Iterator[tuple[Part, ...]]:
+    """Every single fault, as the parts that make it: (message, kind, value).
+
+    E, F and a kill of recovery only matter while an attempt is in flight, so each comes
+    with the kill that leaves one there (at B, else C, else A: the first reachable) and the
+    recovery run that must cope with it.
+    """
     for i in range(space.messages):
-        for kill in space.kill_sites(i):
-            yield (i, "kill", kill)
+        sites = space.kill_sites(i)
+        for kill in sites:
+            yield ((i, "kill", kill),)
         if "D" in space.points:
-            yield (i, "duplicate", ("after", "B"))
+            yield ((i, "duplicate", ("after", "B")),)
             gate = next((p for p in ("B", "A", "D") if space.reachable[i].get(p)), None)
             if gate is not None:
-                yield (i, "duplicate", ("concurrent", gate))
+                yield ((i, "duplicate", ("concurrent", gate)),)
+        in_flight = next((Kill(p, 1) for p in ("B", "C", "A") if space.reachable[i].get(p)), None)
+        if in_flight is None:
+            continue
         if "E" in space.points:
             for change in AUTHORITY_CHANGES:
-                yield (i, "after", ChangeAuthority(i, change))
+                yield ((i, "kill", in_flight), (i, "after", ChangeAuthority(i, change)))
         if "F" in space.points:
             for provider in space.providers:
-                yield (i, "after", LookupTimeouts(provider, None))
-    if space.messages and ({"A", "B", "C"} & space.points):
-        for point in RECOVERY_POINTS:
-            yield (space.messages - 1, "after", Recover(Kill(point, 1)))
+                yield ((i, "kill", in_flight), (i, "after", LookupTimeouts(provider, None)))
+        if space.points & {"A", "B", "C"}:
+            for point in RECOVERY_POINTS:
+                yield ((i, "kill", in_flight), (i, "after", Recover(Kill(point, 1))))
 
 
-def _apply(space: Space, faults: Sequence[tuple[int, str, Any]]) -> Schedule | None:
+def _apply(space: Space, faults: Sequence[tuple[Part, ...]]) -> Schedule | None:
     delivers: list[Deliver] = [Deliver(i) for i in range(space.messages)]
     after: list[list[Step]] = [[] for _ in range(space.messages)]
-    for position, kind, value in faults:
+    for position, kind, value in (part for fault in faults for part in fault):
         if kind == "kill":
-            if delivers[position].kill is not None:
+            current = delivers[position].kill
+            if current is not None and current != value:
                 return None
             delivers[position] = dataclasses.replace(delivers[position], kill=value)
         elif kind == "duplicate":
@@ -299,8 +312,9 @@ def enumerate_schedules(space: Space, *, max_faults: int = 1) -> Iterator[Schedu
     With ``max_faults=1``: every single fault at every reachable hit; with 2, also every pair.
     """
     singles = list(_single_faults(space))
-    yield Schedule(tuple(_base(space)))
-    seen: set[Schedule] = set()
+    base = Schedule(tuple(_base(space)))
+    yield base
+    seen: set[Schedule] = {base}
     for size in range(1, max_faults + 1):
         for combo in itertools.combinations(singles, size):
             schedule = _apply(space, combo)

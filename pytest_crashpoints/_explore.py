@@ -1,0 +1,334 @@
+"""Explore crash schedules for one test: exhaustively, with Hypothesis, or one replayed.
+
+1. The fault-free run: every message delivered once, nothing injected. It must pass; it
+   tells which fail points each message reaches (and how often), and which effects no
+   crash may lose.
+2. Exhaustive mode: every schedule with up to ``max_faults`` faults, fewest first.
+   Hypothesis mode: ``max_examples`` generated schedules, shrunk to a minimal failing one
+   (and remembered in Hypothesis's example database).
+3. A failing schedule is run once more and the two fingerprints compared: a mismatch is
+   reported as nondeterminism (of the harness or of the code under test), never hidden.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import shlex
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+from ._case import CaseResult, Scenario, run_case
+from ._errors import CrashpointsError
+from ._invariants import INVARIANTS
+from ._schedule import (
+    ChangeAuthority,
+    Deliver,
+    LookupTimeouts,
+    Schedule,
+    Space,
+    encode_token,
+    enumerate_schedules,
+)
+
+__all__ = ["CrashSettings", "Failure", "TestReport", "explore"]
+
+Mode = Literal["hypothesis", "exhaustive", "both"]
+SPEC_POINTS = ("A", "B", "C", "D", "E", "F")
+
+
+@dataclasses.dataclass(frozen=True)
+class CrashSettings:
+    """The resolved settings of one crash test (marker > CLI > env > ini > default)."""
+
+    points: tuple[str, ...] = SPEC_POINTS
+    mode: Mode = "hypothesis"
+    max_examples: int | None = None
+    max_faults: int = 2
+    seed: int | None = None
+    strict_coverage: bool = False
+    replay: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Failure:
+    """A failing schedule, minimal for its mode, with everything needed to act on it."""
+
+    schedule: Schedule
+    token: str
+    replay_command: str
+    violations: tuple[str, ...]
+    invariants: tuple[int, ...]
+    errors: tuple[str, ...]
+    timeline: str
+    run_dir: str | None
+    fingerprint: str
+    deterministic: bool
+    rerun_fingerprint: str
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["schedule"] = self.schedule.to_dict()
+        data["schedule_text"] = str(self.schedule)
+        return data
+
+
+@dataclasses.dataclass
+class TestReport:
+    """What exploring one test found."""
+
+    nodeid: str
+    seed: int | None
+    mode: str
+    cases: int = 0
+    reached: dict[str, int] = dataclasses.field(default_factory=dict)
+    killed: dict[str, int] = dataclasses.field(default_factory=dict)
+    recovered: int = 0
+    declared: tuple[str, ...] = ()
+    failure: Failure | None = None
+
+    @property
+    def unreached(self) -> list[str]:
+        return [p for p in self.declared if not self.reached.get(p)]
+
+    @property
+    def verdict(self) -> str:
+        return "failed" if self.failure is not None else "passed"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "nodeid": self.nodeid,
+            "verdict": self.verdict,
+            "seed": self.seed,
+            "mode": self.mode,
+            "cases": self.cases,
+            "coverage": {
+                point: {
+                    "reached": self.reached.get(point, 0),
+                    "killed": self.killed.get(point, 0),
+                }
+                for point in sorted(set(self.declared) | set(self.reached))
+            },
+            "recovered": self.recovered,
+            "unreached": self.unreached,
+            "failure": None if self.failure is None else self.failure.to_json(),
+        }
+
+    def count(self, result: CaseResult) -> None:
+        self.cases += 1
+        for point, hits in result.hits.items():
+            if hits:
+                self.reached[point] = self.reached.get(point, 0) + 1
+        for kill in result.kills:
+            point = kill.partition("#")[0]
+            self.killed[point] = self.killed.get(point, 0) + 1
+        steps = result.schedule.steps
+        if any(isinstance(s, Deliver) and s.duplicate for s in steps):
+            self.reached["D"] = self.reached.get("D", 0) + 1
+        if any(isinstance(s, ChangeAuthority) for s in steps):
+            self.reached["E"] = self.reached.get("E", 0) + 1
+        if any(isinstance(s, LookupTimeouts) for s in steps):
+            self.reached["F"] = self.reached.get("F", 0) + 1
+        if result.kills and result.passed:
+            self.recovered += 1
+
+
+def _replay_command(nodeid: str, token: str) -> str:
+    return f"pytest {shlex.quote(nodeid)} --crashpoints-replay={token}"
+
+
+def _space(scenario: Scenario, golden: CaseResult, points: Iterable[str]) -> Space:
+    return Space(
+        messages=len(scenario.messages),
+        reachable=tuple(golden.delivery_hits.get(i, {}) for i in range(len(scenario.messages))),
+        points=frozenset(points),
+        providers=tuple(spec.name for spec in scenario.providers if spec.name != "deploy"),
+    )
+
+
+class _Explorer:
+    def __init__(
+        self,
+        scenario: Scenario,
+        settings: CrashSettings,
+        *,
+        base_dir: Path,
+        nodeid: str,
+        on_case: Callable[[CaseResult], None] | None = None,
+    ) -> None:
+        self.scenario = scenario
+        self.settings = settings
+        self.base_dir = base_dir
+        self.nodeid = nodeid
+        self.on_case = on_case
+        self.report = TestReport(nodeid, settings.seed, settings.mode, declared=settings.points)
+        self.expected: tuple[Any, ...] = ()
+        self._serial = itertools.count(1)
+
+    def run(self, schedule: Schedule) -> CaseResult:
+        result = run_case(
+            self.scenario,
+            schedule,
+            base_dir=self.base_dir,
+            name=f"case-{next(self._serial)}",
+            expected=self.expected,
+        )
+        self.report.count(result)
+        if self.on_case is not None:
+            self.on_case(result)
+        return result
+
+    def fail(self, result: CaseResult) -> None:
+        again = run_case(
+            self.scenario,
+            result.schedule,
+            base_dir=self.base_dir,
+            name="rerun",
+            expected=self.expected,
+        )
+        token = encode_token(result.schedule, seed=self.settings.seed)
+        self.report.failure = Failure(
+            schedule=result.schedule,
+            token=token,
+            replay_command=_replay_command(self.nodeid, token),
+            violations=tuple(str(v) for v in result.violations),
+            invariants=tuple(sorted({v.invariant for v in result.violations})),
+            errors=result.errors,
+            timeline=result.timeline,
+            run_dir=None if result.run_dir is None else str(result.run_dir),
+            fingerprint=result.fingerprint,
+            deterministic=again.fingerprint == result.fingerprint and again.passed == result.passed,
+            rerun_fingerprint=again.fingerprint,
+        )
+
+    def golden(self) -> CaseResult | None:
+        base = Schedule(tuple(Deliver(i) for i in range(len(self.scenario.messages))))
+        result = self.run(base)
+        if not result.passed:
+            self.fail(result)
+            return None
+        self.expected = result.expected_effects
+        return result
+
+    def exhaustive(self, space: Space) -> None:
+        for schedule in enumerate_schedules(space, max_faults=self.settings.max_faults):
+            if not schedule.faults:
+                continue  # the fault-free run already passed
+            result = self.run(schedule)
+            if not result.passed:
+                self.fail(result)
+                return
+
+    def hypothesis(self, space: Space) -> None:
+        from hypothesis import HealthCheck, given, seed
+        from hypothesis import settings as hsettings
+
+        from ._schedule import schedules
+
+        failing: list[CaseResult] = []
+        options: dict[str, Any] = {
+            "deadline": None,
+            "suppress_health_check": [HealthCheck.too_slow, HealthCheck.filter_too_much],
+        }
+        if self.settings.max_examples is not None:
+            options["max_examples"] = self.settings.max_examples
+
+        @hsettings(**options)
+        @given(schedules(space, max_faults=self.settings.max_faults))
+        def crash_schedule(schedule: Schedule) -> None:
+            result = self.run(schedule)
+            if not result.passed:
+                failing.append(result)
+                raise _CaseFailed(result)
+
+        crash_schedule.hypothesis.inner_test._hypothesis_internal_add_digest = (  # type: ignore[attr-defined]
+            f"crashpoints:{self.nodeid}".encode()
+        )
+        test: Callable[[], None] = crash_schedule
+        if self.settings.seed is not None and not _hypothesis_seed_forced():
+            test = seed(self.settings.seed)(crash_schedule)
+        try:
+            test()
+        except _CaseFailed as exc:
+            # Hypothesis re-raises the minimal failing example last.
+            self.fail(exc.result)
+        except Exception as exc:  # e.g. Flaky: the failure did not reproduce
+            if failing:
+                self.fail(failing[-1])
+            else:
+                raise CrashpointsError(f"Hypothesis stopped the exploration: {exc}") from exc
+
+
+class _CaseFailed(AssertionError):
+    def __init__(self, result: CaseResult) -> None:
+        super().__init__(f"schedule failed: {result.schedule}")
+        self.result = result
+
+
+def _hypothesis_seed_forced() -> bool:
+    from hypothesis import core
+
+    return getattr(core, "global_force_seed", None) is not None
+
+
+def explore(
+    scenario: Scenario,
+    settings: CrashSettings,
+    *,
+    base_dir: Path,
+    nodeid: str,
+    on_case: Callable[[CaseResult], None] | None = None,
+) -> TestReport:
+    """Explore crash schedules of ``scenario`` as ``settings`` say; return the report."""
+    from ._schedule import decode_token
+
+    explorer = _Explorer(scenario, settings, base_dir=base_dir, nodeid=nodeid, on_case=on_case)
+    golden = explorer.golden()
+    if golden is None:
+        return explorer.report
+    if settings.replay is not None:
+        schedule, _seed = decode_token(settings.replay)
+        result = explorer.run(schedule)
+        if not result.passed:
+            explorer.fail(result)
+        return explorer.report
+    space = _space(scenario, golden, settings.points)
+    if settings.mode in ("exhaustive", "both"):
+        explorer.exhaustive(space)
+    if explorer.report.failure is None and settings.mode in ("hypothesis", "both"):
+        explorer.hypothesis(space)
+    return explorer.report
+
+
+def render_failure(report: TestReport) -> str:
+    """The failure report a user reads: what broke, the schedule, evidence, timeline, replay."""
+    failure = report.failure
+    if failure is None:
+        return ""
+    names = ", ".join(f"{n} ({INVARIANTS[n]})" for n in failure.invariants) or "none"
+    lines = [
+        f"crashpoints: {len(failure.violations)} violation(s) of invariant(s) {names}",
+        f"minimal schedule: {failure.schedule}",
+        "",
+        *failure.violations,
+    ]
+    if failure.errors:
+        lines += ["", "harness errors:", *(f"    {e}" for e in failure.errors)]
+    if not failure.deterministic:
+        lines += [
+            "",
+            "NONDETERMINISM: the same schedule run again ended in another state "
+            f"(fingerprint {failure.fingerprint[:12]} vs {failure.rerun_fingerprint[:12]}); "
+            "the harness or the code under test depends on something the schedule does not fix.",
+        ]
+    lines += [
+        "",
+        "timeline:",
+        failure.timeline,
+        "",
+        f"cases run: {report.cases}; seed: {report.seed}",
+        f"run directory (kept): {failure.run_dir}",
+        f"replay: {failure.replay_command}",
+    ]
+    return "\n".join(lines)
