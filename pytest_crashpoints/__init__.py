@@ -50,14 +50,29 @@ from ._toolcall import (
 )
 
 if TYPE_CHECKING:
+    from ._case import CaseResult, Scenario, run_case
+    from ._context import Context, ProviderSpec
     from ._delivery import (
         Redelivery,
         deliver_concurrently,
         redeliver_after_crash,
         redeliver_after_success,
     )
+    from ._evidence import LedgerView
     from ._interleaving import run_interleaved
+    from ._invariants import INVARIANTS, Violation
+    from ._reference import reference_recovery, reference_worker
+    from ._schedule import (
+        Advance,
+        ChangeAuthority,
+        Deliver,
+        KillAt,
+        LookupTimeouts,
+        Recover,
+        Schedule,
+    )
     from ._transport import AsyncCrashTransport, CrashTransport
+    from ._views import SQLiteLedgerView
     from ._worker import (
         Completed,
         Died,
@@ -70,9 +85,28 @@ if TYPE_CHECKING:
         start_worker,
     )
 
-# Names whose modules import multiprocess or httpx: loaded on first use, so that importing the
+# Names loaded on first use (their modules import multiprocess or httpx, or are only needed
+# by crash tests), so that importing the
 # package (which every pytest run does, through the plugin) stays cheap.
 _LAZY = {
+    "CaseResult": "_case",
+    "Scenario": "_case",
+    "run_case": "_case",
+    "Context": "_context",
+    "ProviderSpec": "_context",
+    "LedgerView": "_evidence",
+    "INVARIANTS": "_invariants",
+    "Violation": "_invariants",
+    "reference_recovery": "_reference",
+    "reference_worker": "_reference",
+    "Advance": "_schedule",
+    "ChangeAuthority": "_schedule",
+    "Deliver": "_schedule",
+    "KillAt": "_schedule",
+    "LookupTimeouts": "_schedule",
+    "Recover": "_schedule",
+    "Schedule": "_schedule",
+    "SQLiteLedgerView": "_views",
     "Redelivery": "_delivery",
     "deliver_concurrently": "_delivery",
     "redeliver_after_crash": "_delivery",
@@ -108,6 +142,24 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "INVARIANTS",
+    "Advance",
+    "CaseResult",
+    "ChangeAuthority",
+    "Context",
+    "Deliver",
+    "KillAt",
+    "LedgerView",
+    "LookupTimeouts",
+    "ProviderSpec",
+    "Recover",
+    "SQLiteLedgerView",
+    "Scenario",
+    "Schedule",
+    "Violation",
+    "reference_recovery",
+    "reference_worker",
+    "run_case",
     "FINAL_STATES",
     "HARNESS_EPOCH",
     "SPEC_POINTS",

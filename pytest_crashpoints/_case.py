@@ -46,7 +46,7 @@ from ._schedule import (
     Advance,
     ChangeAuthority,
     Deliver,
-    Kill,
+    KillAt,
     LookupTimeouts,
     Recover,
     Schedule,
@@ -250,11 +250,10 @@ class _Case:
         self._runs += 1
         return f"{role}-{self._runs}"
 
-    def _faults(self, kill: Kill | None) -> list[Any]:
-        from ._failpoints import Fault
-        from ._failpoints import Kill as KillAction
+    def _faults(self, kill: KillAt | None) -> list[Any]:
+        from ._failpoints import Fault, Kill
 
-        return [] if kill is None else [Fault(kill.point, KillAction(), hit=kill.hit)]
+        return [] if kill is None else [Fault(kill.point, Kill(), hit=kill.hit)]
 
     def _record(self, who: str, outcome: Outcome) -> None:
         from ._worker import Completed, Killed, Raised, TimedOut
@@ -287,7 +286,9 @@ class _Case:
             self.errors.append(text)
             self.history.add(self.step, now, "died", text)
 
-    def _run(self, fn: Callable[..., object], args: Sequence[object], kill: Kill | None) -> Outcome:
+    def _run(
+        self, fn: Callable[..., object], args: Sequence[object], kill: KillAt | None
+    ) -> Outcome:
         from ._worker import run_worker
 
         return run_worker(
@@ -299,7 +300,7 @@ class _Case:
             clock=self.clock,
         )
 
-    def deliver(self, index: int, kill: Kill | None) -> None:
+    def deliver(self, index: int, kill: KillAt | None) -> None:
         who = self._worker_id("worker")
         message = self.scenario.messages[index]
         self.history.add(self.step, self.clock.now(), "deliver", f"message {index} to {who}")
@@ -311,7 +312,7 @@ class _Case:
             self.delivery_hits[index] = reached
         self._record(who, outcome)
 
-    def deliver_concurrently(self, index: int, pause_at: str, kill: Kill | None) -> None:
+    def deliver_concurrently(self, index: int, pause_at: str, kill: KillAt | None) -> None:
         import functools
 
         from ._errors import WorkerNotPaused
@@ -349,7 +350,7 @@ class _Case:
         for who, outcome in zip((first, second), outcomes, strict=True):
             self._record(who, outcome)
 
-    def recover(self, kill: Kill | None = None) -> None:
+    def recover(self, kill: KillAt | None = None) -> None:
         who = self._worker_id("recovery")
         self.history.add(
             self.step,
@@ -516,7 +517,7 @@ def _killed_recovery_diff(
             for provider in copy.providers.values():
                 provider.faults.lift()
             copy.clock.advance(QUIET_STEP)
-            copy.recover(Kill(point, 1))
+            copy.recover(KillAt(point, 1))
             if not copy.kills:
                 continue  # recovery never reached this point: try the other one
             _quiet(copy)

@@ -148,6 +148,15 @@ class Context:
         """The authority ``task_id`` holds now; ``None`` once it was revoked."""
         return self._authorities.current(task_id)
 
+    def authority_at(self, task_id: str, at: float) -> Authority | None:
+        """The authority ``task_id`` held at harness time ``at`` (for ledger views whose
+        table does not store it)."""
+        held = None
+        for change in self._authorities.changes(task_id):
+            if change.at <= at:
+                held = change.authority
+        return held
+
     @cached_property
     def _providers(self) -> dict[str, Provider]:
         return {spec.name: make_provider(self.env, spec, self.clock) for spec in self.env.providers}

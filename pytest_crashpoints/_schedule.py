@@ -44,7 +44,7 @@ __all__ = [
     "Advance",
     "ChangeAuthority",
     "Deliver",
-    "Kill",
+    "KillAt",
     "LookupTimeouts",
     "Recover",
     "Schedule",
@@ -63,10 +63,13 @@ AUTHORITY_CHANGES: tuple[AuthorityChangeKind, ...] = (
     "move_tenant",
 )
 RECOVERY_POINTS = ("recovery.claimed", "recovery.looked_up")
+#: Harness seconds a schedule waits before a recovery run, so that a dead worker's lease
+#: (60 s in the reference) and the intent grace period (30 s) have run out.
+LEASE_WAIT = 120.0
 
 
 @dataclasses.dataclass(frozen=True)
-class Kill:
+class KillAt:
     """SIGKILL at fail point ``point`` on its ``hit``-th call."""
 
     point: str
@@ -79,7 +82,7 @@ class Kill:
 @dataclasses.dataclass(frozen=True)
 class Deliver:
     message: int
-    kill: Kill | None = None
+    kill: KillAt | None = None
     duplicate: Literal["after", "concurrent"] | None = None
     pause_at: str = "B"
 
@@ -115,7 +118,7 @@ class LookupTimeouts:
 
 @dataclasses.dataclass(frozen=True)
 class Recover:
-    kill: Kill | None = None
+    kill: KillAt | None = None
 
     def __str__(self) -> str:
         return "run recovery" + (f", {self.kill}" if self.kill else "")
@@ -148,7 +151,7 @@ class Schedule:
     def faults(self) -> int:
         """How many faults the schedule injects (kills, duplicates, E and F changes)."""
         count = 0
-        for step in self.steps:
+        for step in self.steps:  # Advance steps are not faults
             if isinstance(step, Deliver):
                 count += (step.kill is not None) + (step.duplicate is not None)
             elif isinstance(step, Recover):
@@ -175,7 +178,7 @@ class Schedule:
                 fields = dict(item)
                 kind = _STEP_TYPES[fields.pop("step")]
                 if fields.get("kill") is not None:
-                    fields["kill"] = Kill(**fields["kill"])
+                    fields["kill"] = KillAt(**fields["kill"])
                 steps.append(kind(**fields))
         except (KeyError, TypeError, ValueError) as exc:
             raise CrashpointsError(
@@ -229,13 +232,13 @@ class Space:
     points: frozenset[str]
     providers: tuple[str, ...]
 
-    def kill_sites(self, message: int) -> list[Kill]:
+    def kill_sites(self, message: int) -> list[KillAt]:
         """Every (point, hit) a kill can target while message ``message`` is handled: the
         declared points other than D, E, F (which are not places in the worker)."""
-        sites: list[Kill] = []
+        sites: list[KillAt] = []
         for point, hits in sorted(self.reachable[message].items()):
             if point in self.points and point not in ("D", "E", "F"):
-                sites.extend(Kill(point, hit) for hit in range(1, hits + 1))
+                sites.extend(KillAt(point, hit) for hit in range(1, hits + 1))
         return sites
 
 
@@ -262,7 +265,7 @@ def _single_faults(space: Space) -> Iterator[tuple[Part, ...]]:
             gate = next((p for p in ("B", "A", "D") if space.reachable[i].get(p)), None)
             if gate is not None:
                 yield ((i, "duplicate", ("concurrent", gate)),)
-        in_flight = next((Kill(p, 1) for p in ("B", "C", "A") if space.reachable[i].get(p)), None)
+        in_flight = next((KillAt(p, 1) for p in ("B", "C", "A") if space.reachable[i].get(p)), None)
         if in_flight is None:
             continue
         if "E" in space.points:
@@ -273,7 +276,7 @@ def _single_faults(space: Space) -> Iterator[tuple[Part, ...]]:
                 yield ((i, "kill", in_flight), (i, "after", LookupTimeouts(provider, None)))
         if space.points & {"A", "B", "C"}:
             for point in RECOVERY_POINTS:
-                yield ((i, "kill", in_flight), (i, "after", Recover(Kill(point, 1))))
+                yield ((i, "kill", in_flight), (i, "after", Recover(KillAt(point, 1))))
 
 
 def _apply(space: Space, faults: Sequence[tuple[Part, ...]]) -> Schedule | None:
@@ -300,9 +303,12 @@ def _apply(space: Space, faults: Sequence[tuple[Part, ...]]) -> Schedule | None:
         # A fault that acts on what recovery will find (E, F) is followed by a recovery run
         # under it, so it acts while the attempt is still in flight.
         for step in extra:
+            # Recovery only takes over work whose owner's lease ran out: let it run out first.
+            if isinstance(step, Recover):
+                steps.append(Advance(LEASE_WAIT))
             steps.append(step)
             if isinstance(step, ChangeAuthority | LookupTimeouts):
-                steps.append(Recover())
+                steps += [Advance(LEASE_WAIT), Recover()]
     return Schedule(tuple(steps))
 
 

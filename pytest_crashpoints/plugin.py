@@ -1,20 +1,177 @@
-"""The pytest plugin (entry point ``pytest11: crashpoints``).
+"""The pytest plugin (entry point ``pytest11: crashpoints``): marker, options, fixture, report.
 
-Kept thin and cheap to import: every pytest run of every user imports it, so heavy modules
-(hypothesis, httpx, respx, multiprocess) are imported only inside the hooks that need them.
+Kept thin and cheap to import: every pytest run of every user imports it, so the harness
+(hypothesis, httpx, respx, multiprocess) is imported only inside the fixture that runs it.
+
+- ``@pytest.mark.crashpoints(...)`` is validated at collection; a bad marker fails its test
+  with one line naming the test and the bad value.
+- The header says ``Using --crashpoints-seed=N``; ``--crashpoints-seed=last`` reuses it.
+- Each test's result travels on its report as JSON (so it comes back from xdist workers);
+  the terminal summary aggregates them, and ``--crashpoints-report PATH`` writes them.
 """
 
 from __future__ import annotations
 
+import json
+import random
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
 import pytest
 
+from ._options import SessionOptions, add_options, read_options
+
 MARKER_HELP = (
-    "crashpoints(points='ABCDEF', *, providers=(), mode='hypothesis', max_examples=None, "
-    "max_faults=1, timeout=None, start_method='fork'): run this test's worker under crash "
-    "schedules: real SIGKILLs at the points, recovery, and the six invariants. "
-    "See docs/reference.md#marker"
+    "crashpoints(points='ABCDEF', *, providers=(), mode=None, max_examples=None, "
+    "max_faults=None, timeout=None, start_method='fork', strict_coverage=None, expect=()): "
+    "run this test's worker under crash schedules: real SIGKILLs at the points, recovery, "
+    "and the six invariants. See docs/reference.md#marker"
 )
+REPORT_VERSION = 1
+REPORT_ATTR = "crashpoints"
+
+options_key = pytest.StashKey[SessionOptions]()
+seed_key = pytest.StashKey[int]()
+marker_key = pytest.StashKey[Any]()
+fixture_key = pytest.StashKey[Any]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
+    options = read_options(config)
+    config.stash[options_key] = options
+    config.stash[seed_key] = _session_seed(config, options)
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_XdistHooks(), "crashpoints-xdist")
+
+
+def _session_seed(config: pytest.Config, options: SessionOptions) -> int:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and "crashpoints_seed" in workerinput:
+        return int(workerinput["crashpoints_seed"])
+    cache = getattr(config, "cache", None)  # None with -p no:cacheprovider
+    if options.seed == "last":
+        last = cache.get("crashpoints/seed", None) if cache is not None else None
+        if last is None:
+            raise pytest.UsageError(
+                "crashpoints: --crashpoints-seed=last, but no earlier run recorded a seed in "
+                "the pytest cache; run once without it, or pass a number."
+            )
+        return int(last)
+    seed = options.seed if isinstance(options.seed, int) else random.Random().getrandbits(32)
+    if cache is not None:
+        cache.set("crashpoints/seed", seed)
+    return seed
+
+
+class _XdistHooks:
+    """Registered only when pytest-xdist is there: the controller's seed goes to workers."""
+
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput["crashpoints_seed"] = node.config.stash[seed_key]
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"Using --crashpoints-seed={config.stash[seed_key]}"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        marker = item.get_closest_marker("crashpoints")
+        if marker is None:
+            continue
+        from ._errors import CrashpointsError
+        from ._marker import parse_marker
+
+        try:
+            item.stash[marker_key] = parse_marker(marker.args, dict(marker.kwargs))
+        except CrashpointsError as exc:
+            item.stash[marker_key] = f"crashpoints: bad marker on {item.nodeid}: {exc}"
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    parsed = item.stash.get(marker_key, None)
+    if isinstance(parsed, str):
+        pytest.fail(parsed, pytrace=False)
+
+
+@pytest.fixture
+def crashpoints(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """Run this test's worker under crash schedules: ``crashpoints.run(worker=..., ...)``."""
+    from ._fixture import CrashpointsFixture
+    from ._marker import CrashMarker
+
+    item = request.node
+    parsed = item.stash.get(marker_key, None)
+    if parsed is None:
+        parsed = CrashMarker()
+    fixture = CrashpointsFixture(
+        nodeid=item.nodeid,
+        marker=parsed,
+        options=item.config.stash[options_key],
+        seed=item.config.stash[seed_key],
+        base_dir=tmp_path,
+    )
+    item.stash[fixture_key] = fixture
+    yield fixture
+    from ._worker import kill_live_workers
+
+    kill_live_workers()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    fixture = item.stash.get(fixture_key, None)
+    if call.when == "call" and fixture is not None and fixture.report is not None:
+        data = fixture.report.to_json()
+        data["expect"] = list(fixture.marker.expect)
+        setattr(report, REPORT_ATTR, json.dumps(data))
+    return report
+
+
+def _collect(terminalreporter: Any) -> list[dict[str, Any]]:
+    results = []
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            raw = getattr(report, REPORT_ATTR, None)
+            if isinstance(raw, str) and getattr(report, "when", None) == "call":
+                data = json.loads(raw)
+                data["outcome"] = report.outcome
+                results.append(data)
+    return sorted(results, key=lambda d: d["nodeid"])
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        return
+    results = _collect(terminalreporter)
+    options = config.stash.get(options_key, None)
+    if options is not None and options.report:
+        _write_report(Path(options.report), results, config)
+    if not results:
+        return
+    from ._summary import summary_lines
+
+    terminalreporter.section("crashpoints")
+    for line in summary_lines(results, seed=config.stash[seed_key]):
+        terminalreporter.write_line(line)
+
+
+def _write_report(path: Path, results: list[dict[str, Any]], config: pytest.Config) -> None:
+    document = {
+        "version": REPORT_VERSION,
+        "seed": config.stash[seed_key],
+        "tests": results,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    partial.replace(path)

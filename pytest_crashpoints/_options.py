@@ -1,0 +1,201 @@
+"""Command-line, ini and environment options, and how they combine with the marker.
+
+Precedence, highest first: the test's marker > command line > environment variable > ini
+file > default (as pytest-timeout does). Every option is named for the plugin:
+``--crashpoints-mode``, ini ``crashpoints_mode``, env ``PYTEST_CRASHPOINTS_MODE``.
+
+Cheap to import: the plugin module imports it at start-up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+__all__ = ["OPTIONS", "Option", "SessionOptions", "add_options", "read_options"]
+
+MODES = ("hypothesis", "exhaustive", "both")
+START_METHODS = ("fork", "spawn")
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError("must be 1 or more")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise ValueError("must be a positive number of seconds")
+    return value
+
+
+def _mode(text: str) -> str:
+    if text not in MODES:
+        raise ValueError(f"must be one of {', '.join(MODES)}")
+    return text
+
+
+def _seed(text: str) -> int | str:
+    if text == "last":
+        return text
+    value = int(text)
+    if value < 0:
+        raise ValueError("must be a non-negative integer or 'last'")
+    return value
+
+
+def _flag(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("must be true or false")
+
+
+def _text(text: str) -> str:
+    return text
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    name: str
+    help: str
+    parse: Callable[[str], Any]
+    default: Any
+    metavar: str | None = None
+    flag: bool = False
+
+    @property
+    def cli(self) -> str:
+        return "--crashpoints-" + self.name.replace("_", "-")
+
+    @property
+    def ini(self) -> str:
+        return "crashpoints_" + self.name
+
+    @property
+    def env(self) -> str:
+        return "PYTEST_CRASHPOINTS_" + self.name.upper()
+
+
+OPTIONS = (
+    Option(
+        "seed",
+        "seed of the crash schedules; 'last' reuses the previous run's (default: random, "
+        "printed in the header)",
+        _seed,
+        None,
+        "N|last",
+    ),
+    Option(
+        "mode",
+        "how schedules are chosen: hypothesis (generated and shrunk), exhaustive (every "
+        "schedule up to --crashpoints-max-faults), or both (default: hypothesis)",
+        _mode,
+        "hypothesis",
+        "MODE",
+    ),
+    Option(
+        "max_examples",
+        "schedules Hypothesis tries per test (default: the Hypothesis profile's)",
+        _positive_int,
+        None,
+        "N",
+    ),
+    Option(
+        "max_faults",
+        "most faults in one schedule (default: 1 in exhaustive mode, 2 with Hypothesis)",
+        _positive_int,
+        None,
+        "N",
+    ),
+    Option(
+        "replay",
+        "run exactly the schedule of this replay token (from a failure report)",
+        _text,
+        None,
+        "TOKEN",
+    ),
+    Option(
+        "report",
+        "write the machine-readable JSON report to PATH",
+        _text,
+        None,
+        "PATH",
+    ),
+    Option(
+        "timeout",
+        "wall-clock bound of each worker or recovery process, in seconds (default: 30)",
+        _positive_float,
+        30.0,
+        "SECONDS",
+    ),
+    Option(
+        "strict_coverage",
+        "fail a test whose declared crash points are never reached",
+        _flag,
+        False,
+        flag=True,
+    ),
+)
+_BY_NAME = {option.name: option for option in OPTIONS}
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("crashpoints", "crash schedules (pytest-crashpoints)")
+    for option in OPTIONS:
+        if option.flag:
+            group.addoption(option.cli, action="store_true", default=None, help=option.help)
+            parser.addini(option.ini, option.help, type="bool", default=None)
+        else:
+            group.addoption(option.cli, metavar=option.metavar, default=None, help=option.help)
+            parser.addini(option.ini, option.help, default=None)
+
+
+@dataclasses.dataclass(frozen=True)
+class SessionOptions:
+    """The options of this session, each resolved from CLI > env > ini > default."""
+
+    seed: int | str | None
+    mode: str
+    max_examples: int | None
+    max_faults: int | None
+    replay: str | None
+    report: str | None
+    timeout: float
+    strict_coverage: bool
+
+
+def _resolve(config: pytest.Config, option: Option) -> Any:
+    sources: list[tuple[str, Any]] = [
+        (option.cli, config.getoption(option.cli)),
+        (option.env, os.environ.get(option.env)),
+        (f"ini {option.ini}", config.getini(option.ini)),
+    ]
+    for where, raw in sources:
+        if raw is None or raw == "":
+            continue
+        if isinstance(raw, bool):
+            return raw
+        try:
+            return option.parse(str(raw))
+        except ValueError as exc:
+            raise pytest.UsageError(
+                f"crashpoints: {where} has the value {raw!r}, which {exc}. "
+                f"See --help under 'crash schedules'."
+            ) from None
+    return option.default
+
+
+def read_options(config: pytest.Config) -> SessionOptions:
+    """Resolve every option; a bad value raises pytest.UsageError naming it and its source."""
+    values = {option.name: _resolve(config, option) for option in OPTIONS}
+    return SessionOptions(**values)

@@ -1,0 +1,57 @@
+"""The terminal summary: one section for the whole session, aggregated from every test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = ["summary_lines", "verdict_of"]
+
+
+def verdict_of(result: Mapping[str, Any]) -> str:
+    """passed, caught (a broken-on-purpose agent whose bug was found), or failed."""
+    if result.get("outcome") != "passed":
+        return "failed"
+    return "caught" if result.get("expect") else "passed"
+
+
+def summary_lines(results: Iterable[Mapping[str, Any]], *, seed: int | None) -> list[str]:
+    results = list(results)
+    points: dict[str, dict[str, int]] = {}
+    violations: dict[int, int] = {}
+    cases = 0
+    for result in results:
+        cases += int(result.get("cases", 0))
+        for point, row in result.get("coverage", {}).items():
+            agg = points.setdefault(point, {"reached": 0, "killed": 0})
+            agg["reached"] += int(row.get("reached", 0))
+            agg["killed"] += int(row.get("killed", 0))
+        failure = result.get("failure")
+        if failure:
+            for number in failure.get("invariants", []):
+                violations[number] = violations.get(number, 0) + 1
+    verdicts = [verdict_of(r) for r in results]
+    lines = [
+        f"{len(results)} crash test(s), {cases} case(s), seed {seed}: "
+        f"{verdicts.count('passed')} passed, {verdicts.count('caught')} caught (broken on "
+        f"purpose), {verdicts.count('failed')} failed",
+        f"{'point':<20}{'reached':>10}{'killed':>10}",
+    ]
+    for point in sorted(points, key=lambda p: (len(p) > 1, p)):
+        row = points[point]
+        lines.append(f"{point:<20}{row['reached']:>10}{row['killed']:>10}")
+    recovered = sum(int(r.get("recovered", 0)) for r in results)
+    lines.append(f"cases with a kill that recovered cleanly: {recovered}")
+    if violations:
+        found = ", ".join(f"invariant {n}: {c} test(s)" for n, c in sorted(violations.items()))
+        lines.append(f"violations: {found}")
+    for result in results:
+        if result.get("unreached"):
+            lines.append(
+                f"UNREACHED in {result['nodeid']}: {', '.join(result['unreached'])} "
+                "(declared but never reached: it proves nothing about them)"
+            )
+        failure = result.get("failure")
+        if failure and verdict_of(result) == "failed":
+            lines.append(f"replay {result['nodeid']}: {failure['replay_command']}")
+    return lines
