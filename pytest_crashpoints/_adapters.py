@@ -254,11 +254,12 @@ def _declared_hash(body: str) -> str:
 
 
 def _found_issue(repo: str, issue: Mapping[str, Any]) -> Found:
+    # "owner/name#number" is how the tracker names an issue (and its journal, the effect).
     ref = f"{repo}#{issue['number']}"
     return Found(
         payload_hash=_declared_hash(str(issue.get("body") or "")),
         result_ref=ref,
-        request_id=str(issue.get("id", ref)),
+        request_id=ref,
     )
 
 

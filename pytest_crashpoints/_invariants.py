@@ -86,18 +86,27 @@ def _incidents_between(evidence: Evidence, start: float, end: float) -> list[str
 
 
 def check_no_duplicate_effects(evidence: Evidence) -> list[Violation]:
-    """Invariant 1: per logical effect (provider, tenant, arguments), at most one effect."""
-    groups: dict[tuple[str, str | None, str], list[ProviderRequest]] = defaultdict(list)
+    """Invariant 1: per logical effect, at most one effect at the provider.
+
+    A logical effect is the same arguments for the same task at the same provider and
+    tenant: two sends with different idempotency keys (a fresh key per try) are still one
+    logical effect sent twice, while two tasks may each send the same text once.
+    """
+    task_of = {a.idempotency_key: a.task_id for a in evidence.attempts}
+    groups: dict[tuple[str, str | None, str | None, str], list[ProviderRequest]] = defaultdict(list)
     for effect in evidence.effects:
         name = effect.logical_hash or f"key:{effect.operation_key}"
-        groups[(effect.provider, effect.tenant_id, name)].append(effect)
+        task = task_of.get(effect.operation_key or "")
+        groups[(effect.provider, effect.tenant_id, task, name)].append(effect)
     violations = []
-    for (provider, _tenant, name), effects in groups.items():
+    for (provider, _tenant, task, name), effects in groups.items():
         if len(effects) < 2:
             continue
         keys = {e.operation_key for e in effects}
         culprits = [
-            a for a in evidence.attempts if a.idempotency_key in keys or a.args_hash == name
+            a
+            for a in evidence.attempts
+            if a.idempotency_key in keys or (a.args_hash == name and a.task_id == task)
         ]
         who = ", ".join(_describe(a) for a in culprits) or "no attempt in the ledger"
         times = " and ".join(f"{e.request_id} at {_t(e.at)}" for e in effects)
