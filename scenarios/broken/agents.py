@@ -1,0 +1,441 @@
+"""Deliberately broken agents: one classic recovery bug each, and the invariant that catches it.
+
+Each agent is a worker ``worker(message, ctx)`` and a recovery ``recover(ctx)`` (the reference
+one where the bug is elsewhere), built on the reference ledger, wrapper and adapters with the
+one mistake put back in. They are the harness's own regression suite (every one must be
+caught) and a catalogue for users: if your worker does what one of these does, the invariant
+named in its docstring is the one that will fail.
+
+Messages have the reference worker's shape::
+
+    {"task_id": "t-1", "calls": [{"tool": "send_email", "key": "...", "args": {...}}]}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from pytest_crashpoints import (
+    Absent,
+    Attempt,
+    Authority,
+    Context,
+    LookupResult,
+    Receipt,
+    State,
+    crashpoint,
+    guarded_call,
+    normalize_args,
+    recover,
+    reference_worker,
+)
+
+#: The custom argument the reference email adapter sends the idempotency key in.
+CORRELATION = "crashpoints_correlation_id"
+
+__all__ = [
+    "blind_retry_recovery",
+    "confirm_on_http_200_recovery",
+    "dispatched_after_send_worker",
+    "forget_owner_recovery",
+    "key_per_delivery_worker",
+    "random_key_worker",
+    "retry_review_recovery",
+    "skip_after_crash_worker",
+    "stale_authority_recovery",
+    "tenant_blind_recovery",
+    "timeout_as_absent_recovery",
+]
+
+
+def _authority(ctx: Context, task_id: str) -> Authority:
+    authority = ctx.authority(task_id)
+    if authority is None:
+        raise RuntimeError(f"task {task_id!r} was revoked; the message stays unacknowledged")
+    return authority
+
+
+def _calls_with_keys(message: Mapping[str, Any], ctx: Context, keys: list[str]) -> list[str]:
+    """The reference worker, but with the given idempotency key for each call."""
+    task_id = str(message["task_id"])
+    authority = _authority(ctx, task_id)
+    adapters = ctx.adapters()
+    states = []
+    for call, key in zip(message["calls"], keys, strict=True):
+        attempt = guarded_call(
+            ctx.ledger,
+            adapters[call["tool"]],
+            task_id=task_id,
+            args=call["args"],
+            idempotency_key=key,
+            authority=authority,
+            actor=ctx.worker_id,
+        )
+        states.append(attempt.state.value)
+    return states
+
+
+# -- 1. blind retry ---------------------------------------------------------------------------
+
+
+def blind_retry_recovery(ctx: Context) -> int:
+    """BUG: recovery re-sends every attempt left in flight, without asking the provider.
+
+    A worker killed after the provider applied the request (B) leaves a DISPATCHED attempt;
+    "retry on restart" sends it again. Caught by invariant 1 (a non-idempotent effect twice).
+    """
+    adapters = ctx.adapters()
+    acted = 0
+    for attempt in ctx.ledger.attempts():
+        if not attempt.in_flight:
+            continue
+        path = {
+            State.INTENT_RECORDED: [State.DISPATCHED],
+            State.DISPATCHED: [],
+            State.UNKNOWN: [State.RECONCILED, State.DISPATCHED],
+            State.RECONCILED: [State.DISPATCHED],
+            State.FAILED_RETRYABLE: [State.DISPATCHED],
+        }[attempt.state]
+        for state in path:
+            ctx.ledger.transition(
+                attempt.attempt_id, state, actor=ctx.worker_id, reason="retry on restart"
+            )
+        try:
+            receipt = adapters[attempt.tool_name].dispatch(
+                attempt.args, idempotency_key=attempt.idempotency_key, authority=attempt.authority
+            )
+        except Exception:
+            continue  # still DISPATCHED: the next restart retries it again
+        ctx.ledger.transition(
+            attempt.attempt_id,
+            State.OUTCOME_CONFIRMED,
+            actor=ctx.worker_id,
+            reason="retried after the restart",
+            provider_request_id=receipt.request_id,
+            result_ref=receipt.result_ref,
+        )
+        acted += 1
+    return acted
+
+
+# -- 2. a random idempotency key per try ------------------------------------------------------
+
+
+def random_key_worker(message: Mapping[str, Any], ctx: Context) -> list[str]:
+    """BUG: a fresh ``uuid4()`` idempotency key on every delivery.
+
+    The key must name the logical effect; a random one names the try. A redelivered message
+    creates a second attempt with a new key, and even an idempotent provider (payments)
+    cannot tell it is the same charge. Caught by invariant 1.
+    """
+    keys = [f"{call['key']}:{uuid.uuid4().hex}" for call in message["calls"]]
+    return _calls_with_keys(message, ctx, keys)
+
+
+# -- 3. DISPATCHED recorded after the send ----------------------------------------------------
+
+
+def dispatched_after_send_worker(message: Mapping[str, Any], ctx: Context) -> list[str]:
+    """BUG: the attempt is marked DISPATCHED only once the provider has answered.
+
+    The safe order marks DISPATCHED durably *before* the request leaves. Here a kill between
+    the send and the record (B) leaves an INTENT_RECORDED attempt for an email that was sent:
+    recovery rightly believes it never left and sends it again. Caught by invariant 1.
+    """
+    task_id = str(message["task_id"])
+    authority = _authority(ctx, task_id)
+    adapters = ctx.adapters()
+    ledger = ctx.ledger
+    states = []
+    for call in message["calls"]:
+        adapter = adapters[call["tool"]]
+        args = normalize_args(call["args"])
+        attempt, created = ledger.record_intent(
+            task_id=task_id,
+            tool_name=adapter.tool_name,
+            args=args,
+            idempotency_key=call["key"],
+            authority=authority,
+            actor=ctx.worker_id,
+            lease_seconds=60.0,
+        )
+        if not created and attempt.state is not State.INTENT_RECORDED:
+            states.append(attempt.state.value)
+            continue
+        crashpoint("A", tool=adapter.tool_name, task_id=task_id)
+        receipt: Receipt = adapter.dispatch(
+            args, idempotency_key=attempt.idempotency_key, authority=authority
+        )
+        crashpoint("B", tool=adapter.tool_name, task_id=task_id)
+        ledger.transition(
+            attempt.attempt_id,
+            State.DISPATCHED,
+            expected=State.INTENT_RECORDED,
+            actor=ctx.worker_id,
+            reason="sent",
+        )
+        attempt = ledger.transition(
+            attempt.attempt_id,
+            State.OUTCOME_CONFIRMED,
+            expected=State.DISPATCHED,
+            actor=ctx.worker_id,
+            reason="the provider answered",
+            provider_request_id=receipt.request_id,
+            result_ref=receipt.result_ref,
+        )
+        states.append(attempt.state.value)
+    return states
+
+
+# -- 4. an HTTP 200 taken as confirmation -----------------------------------------------------
+
+
+def confirm_on_http_200_recovery(ctx: Context) -> int:
+    """BUG: recovery asks the email provider's search about every in-flight attempt and takes
+    an HTTP 200 as confirmation, whatever the answer holds.
+
+    A search answers 200 with zero hits when nothing was sent (or when it lags). A worker
+    killed after the intent commit (A) never sent the email; recovery marks it CONFIRMED and
+    the invoice is never sent. Caught by invariant 2 (CONFIRMED, but the provider has no
+    effect); invariant 3 also fails (CONFIRMED without a provider request id).
+    """
+    acted = 0
+    for attempt in ctx.ledger.attempts():
+        if not attempt.in_flight:
+            continue
+        client = ctx.client("email", attempt.authority)
+        query = f"unique_args['{CORRELATION}']=\"{attempt.idempotency_key}\""
+        try:
+            response = client.get("/v3/messages", params={"query": query})
+        except httpx.HTTPError:
+            continue
+        if response.status_code != 200:
+            continue
+        path = {
+            State.INTENT_RECORDED: [State.DISPATCHED, State.OUTCOME_CONFIRMED],
+            State.DISPATCHED: [State.OUTCOME_CONFIRMED],
+            State.UNKNOWN: [State.OUTCOME_CONFIRMED],
+        }.get(attempt.state, [])
+        for state in path:
+            ctx.ledger.transition(
+                attempt.attempt_id, state, actor=ctx.worker_id, reason="the provider said 200"
+            )
+        acted += 1
+    return acted
+
+
+# -- 5. work skipped after a crash ------------------------------------------------------------
+
+
+def skip_after_crash_worker(message: Mapping[str, Any], ctx: Context) -> list[str]:
+    """BUG: the message is marked done (acknowledged) before its work is done.
+
+    The worker keeps an inbox of handled messages and records the message there first. A kill
+    right after that (the user fail point ``message.acked``) loses the work: a redelivery finds
+    the message "done" and skips it, and the ledger never heard of it. Caught by invariant 2
+    (a delivered message silently dropped).
+    """
+    task_id = str(message["task_id"])
+    inbox = sqlite3.connect(ctx.env.path / "inbox.sqlite3", isolation_level=None)
+    try:
+        inbox.execute("CREATE TABLE IF NOT EXISTS handled (task_id TEXT PRIMARY KEY)")
+        marked = inbox.execute("INSERT OR IGNORE INTO handled VALUES (?)", (task_id,))
+        if marked.rowcount == 0:
+            return []  # "already handled": a redelivery is skipped
+    finally:
+        inbox.close()
+    crashpoint("message.acked", task_id=task_id)
+    result: list[str] = reference_worker(message, ctx)
+    return result
+
+
+# -- 6. stale authority ------------------------------------------------------------------------
+
+
+def stale_authority_recovery(ctx: Context) -> int:
+    """BUG: recovery never compares the task's authority now with the attempt's: it keeps
+    reconciling (and would keep retrying) with the credentials the attempt was created under.
+
+    After E (revoked, narrowed, policy bumped, moved tenant) yesterday's credentials are
+    applied to today's task. The fake providers refuse the retired key (401), so the attempt
+    can never be resolved: caught by invariant 2 (it ends UNKNOWN). Per SPEC section 4 this is
+    also an invariant 4 bug ("none under authority that was revoked"), but a refused request
+    carries no tenant in the provider journal, so invariant 4 cannot attribute it.
+    """
+    return len(recover(ctx.ledger, ctx.adapters(), owner=ctx.worker_id))
+
+
+class _UnderTodaysAuthority:
+    """An adapter that makes every request with the task's authority *now*."""
+
+    def __init__(self, inner: Any, ctx: Context) -> None:
+        self._inner = inner
+        self._ctx = ctx
+        self.tool_name = inner.tool_name
+        self.idempotent = inner.idempotent
+        self.has_lookup = inner.has_lookup
+
+    def _today(self, task_id: str, fallback: Authority) -> Authority:
+        return self._ctx.authority(task_id) or fallback
+
+    def dispatch(
+        self, args: Mapping[str, Any], *, idempotency_key: str, authority: Authority
+    ) -> Receipt:
+        attempt = self._ctx.ledger.find(idempotency_key)
+        if attempt is not None:
+            authority = self._today(attempt.task_id, authority)
+        receipt: Receipt = self._inner.dispatch(
+            args, idempotency_key=idempotency_key, authority=authority
+        )
+        return receipt
+
+    def lookup(self, attempt: Attempt) -> LookupResult:
+        today = self._today(attempt.task_id, attempt.authority)
+        result: LookupResult = self._inner.lookup(dataclasses.replace(attempt, authority=today))
+        return result
+
+
+def tenant_blind_recovery(ctx: Context) -> int:
+    """BUG: recovery checks that the task's credential scope and policy version are unchanged
+    (and that it was not revoked) but forgets the tenant, then carries the old attempt on with
+    the task's credentials of today.
+
+    A task moved to another tenant (E) while its email was UNKNOWN: the lookup under the new
+    tenant finds nothing, and recovery sends the old attempt again for the new tenant. Caught
+    by invariant 4 (a request that crosses a tenant boundary).
+    """
+
+    def authority_now(attempt: Attempt) -> Authority | None:
+        now = ctx.authority(attempt.task_id)
+        if now is None:
+            return None
+        old = attempt.authority
+        same = (now.credential_scope, now.policy_version) == (
+            old.credential_scope,
+            old.policy_version,
+        )
+        return old if same else now  # the tenant is never compared
+
+    adapters = {name: _UnderTodaysAuthority(a, ctx) for name, a in ctx.adapters().items()}
+    return len(recover(ctx.ledger, adapters, owner=ctx.worker_id, current_authority=authority_now))
+
+
+# -- 7. recovery that acts again on every run -------------------------------------------------
+
+
+def retry_review_recovery(ctx: Context) -> int:
+    """BUG: recovery "nudges" the review queue: each run re-sends every attempt that an earlier
+    run left in MANUAL_REVIEW, with its original key, trusting the key to deduplicate.
+
+    The deploy provider has no idempotency and no lookup, so a lost answer goes to review;
+    the next recovery run deploys again, and so does every run after it. Caught by
+    invariant 6 (a second recovery run causes a provider effect), and invariant 1.
+    """
+    in_review = [a for a in ctx.ledger.attempts() if a.state is State.MANUAL_REVIEW]
+    acted = len(ctx.recover())
+    adapters = ctx.adapters()
+    for attempt in in_review:
+        if attempt.tool_name in adapters:
+            try:
+                adapters[attempt.tool_name].dispatch(
+                    attempt.args,
+                    idempotency_key=attempt.idempotency_key,
+                    authority=attempt.authority,
+                )
+            except Exception:
+                continue
+            acted += 1
+    return acted
+
+
+# -- 8. UNKNOWN without an owner --------------------------------------------------------------
+
+
+def forget_owner_recovery(ctx: Context) -> int:
+    """BUG: when recovery backs off from an attempt it cannot resolve yet, it "releases" it
+    by clearing the owner, so the UNKNOWN attempt belongs to nobody until some recovery run
+    happens to pick it up again.
+
+    Caught by invariant 5 (in-flight work without an owner), e.g. when the provider's lookup
+    times out (F) while an attempt is UNKNOWN.
+    """
+    actions = ctx.recover()
+    ledger_path = ctx.env.ledger_path
+    conn = sqlite3.connect(ledger_path, isolation_level=None, timeout=10.0)
+    try:
+        conn.execute(
+            "UPDATE attempts SET owner = NULL, lease_expires_at = NULL "
+            "WHERE state NOT IN ('OUTCOME_CONFIRMED', 'FAILED', 'MANUAL_REVIEW')"
+        )
+    finally:
+        conn.close()
+    return len(actions)
+
+
+# -- 9. duplicate delivery not deduplicated ---------------------------------------------------
+
+
+def key_per_delivery_worker(message: Mapping[str, Any], ctx: Context) -> list[str]:
+    """BUG: the idempotency key counts deliveries (``<key>#<n>``, n = attempts already in the
+    ledger for this call), so a redelivered message is a new attempt and sends again.
+
+    The ledger would have deduplicated the redelivery by its key; the worker defeats it by
+    naming every delivery anew. Caught by invariant 1.
+    """
+    task_id = str(message["task_id"])
+    existing = ctx.ledger.attempts(task_id=task_id)
+    keys = []
+    for call in message["calls"]:
+        n = sum(1 for a in existing if a.idempotency_key.startswith(call["key"] + "#"))
+        keys.append(f"{call['key']}#{n + 1}")
+    return _calls_with_keys(message, ctx, keys)
+
+
+# -- 10. a lookup timeout taken for "absent" --------------------------------------------------
+
+
+class _TimeoutMeansAbsent:
+    """An adapter whose lookup answers Absent when the provider's lookup fails or times out."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.tool_name = inner.tool_name
+        self.idempotent = inner.idempotent
+        self.has_lookup = inner.has_lookup
+
+    def dispatch(self, args: Mapping[str, Any], *, idempotency_key: str, authority: Any) -> Receipt:
+        receipt: Receipt = self._inner.dispatch(
+            args, idempotency_key=idempotency_key, authority=authority
+        )
+        return receipt
+
+    def lookup(self, attempt: Attempt) -> LookupResult:
+        try:
+            result: LookupResult = self._inner.lookup(attempt)
+        except httpx.HTTPError:
+            return Absent()
+        return result
+
+
+def timeout_as_absent_recovery(ctx: Context) -> int:
+    """BUG: recovery treats a lookup that timed out as "the provider has no such effect" and
+    sends the (non-idempotent) email again.
+
+    A timeout proves nothing; the attempt must stay UNKNOWN and back off. Caught by
+    invariant 1 when the lookup times out (F) after a kill at B.
+    """
+    adapters = {name: _TimeoutMeansAbsent(a) for name, a in ctx.adapters().items()}
+    return len(
+        recover(
+            ctx.ledger,
+            adapters,
+            owner=ctx.worker_id,
+            current_authority=lambda attempt: ctx.authority(attempt.task_id),
+        )
+    )

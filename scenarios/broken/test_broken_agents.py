@@ -1,0 +1,153 @@
+"""Every deliberately broken agent must be caught, with the invariant its bug breaks.
+
+A test marked ``expect=N`` passes only when the harness finds a failing schedule whose
+violations include invariant N (the summary reports it as "caught"); it fails when the bug
+goes unnoticed. The agents live in :mod:`scenarios.broken.agents`; README.md has the table.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from pytest_crashpoints import reference_recovery, reference_worker
+from scenarios.broken import agents
+
+if TYPE_CHECKING:
+    from pytest_crashpoints._fixture import CrashpointsFixture
+
+INVOICE_EMAIL = {
+    "task_id": "invoice-7",
+    "tenant": "tenant-7",
+    "calls": [
+        {
+            "tool": "send_email",
+            "key": "invoice:tenant-7:inv-7:send",
+            "args": {
+                "to": "billing@customer.example",
+                "subject": "Invoice INV-7",
+                "body": "Amount due: 120.00 EUR by 2026-09-01.",
+            },
+        }
+    ],
+}
+
+ORDER_CHARGE = {
+    "task_id": "order-7",
+    "tenant": "tenant-7",
+    "calls": [
+        {
+            "tool": "charge",
+            "key": "order:tenant-7:order-7:charge",
+            "args": {"amount": 4200, "currency": "eur", "customer": "cus_tenant-7"},
+        }
+    ],
+}
+
+RELEASE = {
+    "task_id": "release-142",
+    "tenant": "tenant-7",
+    "calls": [
+        {
+            "tool": "deploy",
+            "key": "release:tenant-7:api:1.4.2:production",
+            "args": {"service": "api", "version": "1.4.2", "environment": "production"},
+        }
+    ],
+}
+
+
+def exhaustive(*, points: object, providers: list[str], expect: int) -> pytest.MarkDecorator:
+    """Every single fault at ``points``, fewest first: deterministic, and it stops at the
+    first catch. ``points`` are the faults that expose the bug; with all of ``"ABCDEF"``
+    each agent is caught just the same, a few cases later."""
+    return pytest.mark.crashpoints(
+        points=points, providers=providers, mode="exhaustive", max_faults=1, expect=expect
+    )
+
+
+@exhaustive(points="ABC", providers=["email"], expect=1)
+def test_blind_retry_after_a_crash(crashpoints: CrashpointsFixture) -> None:
+    crashpoints.run(
+        worker=reference_worker, recover=agents.blind_retry_recovery, messages=[INVOICE_EMAIL]
+    )
+
+
+@exhaustive(points="BD", providers=["payments"], expect=1)
+def test_random_idempotency_key_per_try(crashpoints: CrashpointsFixture) -> None:
+    crashpoints.run(
+        worker=agents.random_key_worker, recover=reference_recovery, messages=[ORDER_CHARGE]
+    )
+
+
+@exhaustive(points="ABC", providers=["email"], expect=1)
+def test_dispatched_recorded_after_the_send(crashpoints: CrashpointsFixture) -> None:
+    crashpoints.run(
+        worker=agents.dispatched_after_send_worker,
+        recover=reference_recovery,
+        messages=[INVOICE_EMAIL],
+    )
+
+
+@exhaustive(points="ABC", providers=["email"], expect=2)
+def test_http_200_taken_as_confirmation(crashpoints: CrashpointsFixture) -> None:
+    crashpoints.run(
+        worker=reference_worker,
+        recover=agents.confirm_on_http_200_recovery,
+        messages=[INVOICE_EMAIL],
+    )
+
+
+@exhaustive(points=["A", "B", "C", "D", "message.acked"], providers=["email"], expect=2)
+def test_work_skipped_after_a_crash(crashpoints: CrashpointsFixture) -> None:
+    crashpoints.run(
+        worker=agents.skip_after_crash_worker, recover=reference_recovery, messages=[INVOICE_EMAIL]
+    )
+
+
+@exhaustive(points="BE", providers=["email"], expect=2)
+def test_stale_authority_kept_by_recovery(crashpoints: CrashpointsFixture) -> None:
+    # Invariant 2, not 4: see stale_authority_recovery's docstring and README.md.
+    crashpoints.run(
+        worker=reference_worker,
+        recover=agents.stale_authority_recovery,
+        messages=[INVOICE_EMAIL],
+    )
+
+
+@exhaustive(points="BE", providers=["email"], expect=4)
+def test_tenant_change_ignored_by_recovery(crashpoints: CrashpointsFixture) -> None:
+    crashpoints.run(
+        worker=reference_worker, recover=agents.tenant_blind_recovery, messages=[INVOICE_EMAIL]
+    )
+
+
+@exhaustive(points="ABC", providers=["deploy"], expect=6)
+def test_recovery_dispatches_again_on_its_next_run(crashpoints: CrashpointsFixture) -> None:
+    crashpoints.run(
+        worker=reference_worker, recover=agents.retry_review_recovery, messages=[RELEASE]
+    )
+
+
+@exhaustive(points="BF", providers=["email"], expect=5)
+def test_unknown_left_without_an_owner(crashpoints: CrashpointsFixture) -> None:
+    crashpoints.run(
+        worker=reference_worker, recover=agents.forget_owner_recovery, messages=[INVOICE_EMAIL]
+    )
+
+
+@exhaustive(points="BD", providers=["email"], expect=1)
+def test_duplicate_delivery_not_deduplicated(crashpoints: CrashpointsFixture) -> None:
+    crashpoints.run(
+        worker=agents.key_per_delivery_worker, recover=reference_recovery, messages=[INVOICE_EMAIL]
+    )
+
+
+@exhaustive(points="BF", providers=["email"], expect=1)
+def test_lookup_timeout_taken_for_absent(crashpoints: CrashpointsFixture) -> None:
+    crashpoints.run(
+        worker=reference_worker,
+        recover=agents.timeout_as_absent_recovery,
+        messages=[INVOICE_EMAIL],
+    )
