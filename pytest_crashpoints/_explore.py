@@ -187,7 +187,7 @@ class _Explorer:
             name="rerun",
             expected=self.expected,
         )
-        token = encode_token(result.schedule, seed=self.settings.seed)
+        token = encode_token(result.schedule, seed=self.settings.seed, nodeid=self.nodeid)
         self.report.failure = Failure(
             schedule=result.schedule,
             token=token,
