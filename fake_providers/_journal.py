@@ -72,8 +72,8 @@ class RequestRecord:
     ``status`` is None when no response was produced (a lookup timeout); ``fault`` names the
     injected fault that shaped the answer, if any (``"response_lost"`` means the effect was
     applied and the client saw a connection failure). ``scopes`` are the scopes of the key
-    presented, at the time of the request; ``tenant_id`` is the key's tenant (None for an unknown
-    key).
+    presented, at the time of the request; ``tenant_id`` is the key's tenant, also when the key
+    was revoked and the request refused (None for an unknown key).
     """
 
     seq: int

@@ -103,6 +103,19 @@ class Keys:
             return None
         return ApiKey(secret, row[1], frozenset(json.loads(row[2])), key_id=row[0])
 
+    def presented(self, secret: str | None) -> ApiKey | None:
+        """The key with this secret, revoked or not (for the journal: a refused request is
+        still recorded under the tenant and scopes of the key it presented)."""
+        if not secret:
+            return None
+        with self._journal.connection() as conn:
+            row = conn.execute(
+                "SELECT key_id, tenant_id, scopes FROM keys WHERE secret=?", (secret,)
+            ).fetchone()
+        if row is None:
+            return None
+        return ApiKey(secret, row[1], frozenset(json.loads(row[2])), key_id=row[0])
+
     def active(self) -> list[ApiKey]:
         """Every key that is accepted now."""
         with self._journal.connection() as conn:

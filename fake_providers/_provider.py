@@ -149,6 +149,8 @@ class _Context:
     now: float
     route: Route | None
     key: ApiKey | None
+    #: The key the request presented, even when it was refused (unknown keys: None).
+    presented: ApiKey | None = None
 
 
 class Provider:
@@ -346,7 +348,10 @@ class Provider:
             now += latency.value
             if self._sleep is not None:
                 self._sleep(latency.value)
-        ctx = _Context(request, seq, f"{self.request_id_prefix}{seq:014d}", now, route, key)
+        presented = key if key is not None else self.keys.presented(self.credential(request))
+        ctx = _Context(
+            request, seq, f"{self.request_id_prefix}{seq:014d}", now, route, key, presented
+        )
         if refusal is not None:
             return self._finish(ctx, refusal)
         assert route is not None and key is not None
@@ -378,15 +383,14 @@ class Provider:
         self, ctx: _Context, reply: Reply, *, fault: str | None, status: int | None,
         conn: sqlite3.Connection | None = None,
     ) -> None:
-        route, key = ctx.route, ctx.key
+        route, key = ctx.route, ctx.key or ctx.presented
         row = (
             ctx.seq, ctx.request_id, ctx.now, ctx.request.method, ctx.request.url.path,
             route.operation if route else None, route.kind if route else None,
             key.tenant_id if key else None, key.key_id if key else None,
             json.dumps(sorted(key.scopes)) if key else None,
-            reply.idempotency_key, reply.correlation_id or ctx.request.headers.get(
-                CORRELATION_HEADER
-            ),
+            reply.idempotency_key or ctx.request.headers.get("Idempotency-Key"),
+            reply.correlation_id or ctx.request.headers.get(CORRELATION_HEADER),
             ctx.request.headers.get(ATTEMPT_HEADER), reply.operation_key,
             reply.payload_hash, reply.args_hash, status, int(reply.effect is not None),
             reply.object_id, fault, int(reply.replayed),

@@ -44,6 +44,10 @@ __all__ = ["ChargeAdapter", "DeployAdapter", "EmailAdapter", "TicketAdapter", "r
 ClientFor = Callable[[Authority], httpx.Client]
 
 CORRELATION = "crashpoints_correlation_id"
+#: Sent on every request too, so that even a refused request names its logical effect.
+CORRELATION_HEADER = "X-Correlation-Id"
+#: Sent on every lookup, so that the provider's journal says which attempt a read was for.
+ATTEMPT_HEADER = "X-Crashpoints-Attempt-Id"
 ARGS_HASH = "crashpoints_args_hash"
 
 
@@ -63,6 +67,21 @@ def _refuse_or_raise(response: httpx.Response, what: str) -> None:
         raise ProviderRejected(f"{what}: {status} {response.text[:200]}", retryable=False)
     # A 5xx does not prove that nothing happened: let the attempt be UNKNOWN.
     response.raise_for_status()
+
+
+def _for_attempt(client_for: ClientFor, attempt: Attempt) -> _AttemptClient:
+    return _AttemptClient(client_for(attempt.authority), attempt.attempt_id)
+
+
+class _AttemptClient:
+    """GETs through the attempt's client, naming the attempt in a header."""
+
+    def __init__(self, client: httpx.Client, attempt_id: str) -> None:
+        self._client = client
+        self._headers = {ATTEMPT_HEADER: attempt_id}
+
+    def get(self, url: str, *, params: Mapping[str, str] | None = None) -> httpx.Response:
+        return self._client.get(url, params=params, headers=self._headers)
 
 
 def _correlation_label(key: str) -> str:
@@ -93,7 +112,9 @@ class ChargeAdapter:
         if "description" in args:
             form["description"] = str(args["description"])
         response = self._client_for(authority).post(
-            "/v1/charges", data=form, headers={"Idempotency-Key": idempotency_key}
+            "/v1/charges",
+            data=form,
+            headers={"Idempotency-Key": idempotency_key, CORRELATION_HEADER: idempotency_key},
         )
         _refuse_or_raise(response, "charge")
         charge = response.json()
@@ -105,7 +126,7 @@ class ChargeAdapter:
         )
 
     def lookup(self, attempt: Attempt) -> LookupResult:
-        client = self._client_for(attempt.authority)
+        client = _for_attempt(self._client_for, attempt)
         if attempt.result_ref:
             response = client.get(f"/v1/charges/{attempt.result_ref}")
             if response.status_code == 404:
@@ -157,7 +178,9 @@ class EmailAdapter:
             "content": [{"type": "text/plain", "value": args["body"]}],
             "custom_args": {CORRELATION: idempotency_key, ARGS_HASH: args_hash(args)},
         }
-        response = self._client_for(authority).post("/v3/mail/send", json=mail)
+        response = self._client_for(authority).post(
+            "/v3/mail/send", json=mail, headers={CORRELATION_HEADER: idempotency_key}
+        )
         _refuse_or_raise(response, "send_email")
         message_id = response.headers.get("X-Message-Id")
         return Receipt(
@@ -166,7 +189,7 @@ class EmailAdapter:
         )
 
     def lookup(self, attempt: Attempt) -> LookupResult:
-        client = self._client_for(attempt.authority)
+        client = _for_attempt(self._client_for, attempt)
         message_id = attempt.result_ref
         if not message_id:
             query = f"unique_args['{CORRELATION}']=\"{attempt.idempotency_key}\""
@@ -217,7 +240,11 @@ class TicketAdapter:
             f"{CORRELATION}: {idempotency_key}",
             "labels": [*labels, _correlation_label(idempotency_key)],
         }
-        response = self._client_for(authority).post(f"/repos/{args['repo']}/issues", json=issue)
+        response = self._client_for(authority).post(
+            f"/repos/{args['repo']}/issues",
+            json=issue,
+            headers={CORRELATION_HEADER: idempotency_key},
+        )
         _refuse_or_raise(response, "open_ticket")
         created = response.json()
         return Receipt(
@@ -228,7 +255,7 @@ class TicketAdapter:
         )
 
     def lookup(self, attempt: Attempt) -> LookupResult:
-        client = self._client_for(attempt.authority)
+        client = _for_attempt(self._client_for, attempt)
         repo = str(attempt.args["repo"])
         if attempt.result_ref:
             number = attempt.result_ref.rpartition("#")[2]
@@ -283,7 +310,9 @@ class DeployAdapter:
             "environment": args["environment"],
             "metadata": {CORRELATION: idempotency_key, ARGS_HASH: args_hash(args)},
         }
-        response = self._client_for(authority).post("/v1/deployments", json=body)
+        response = self._client_for(authority).post(
+            "/v1/deployments", json=body, headers={CORRELATION_HEADER: idempotency_key}
+        )
         _refuse_or_raise(response, "deploy")
         request_id = response.headers.get("X-Request-Id", "")
         # "202 accepted" with the provider's request id is the only receipt there will be.

@@ -193,6 +193,8 @@ class _Case:
         self.hits: dict[str, int] = {}
         self.kills: list[str] = []
         self.delivery_hits: dict[int, dict[str, int]] = {}
+        #: Messages whose last delivery did not complete: the queue redelivers them.
+        self.unacked: dict[int, None] = {}
         self.errors: list[str] = []
         self.step = 0
         self._runs = 0
@@ -237,8 +239,11 @@ class _Case:
             provider.keys.add(key)
 
     def _retire_key(self, authority: Authority) -> None:
+        # One key per tenant and scope: it stays while any task's authority still uses it.
+        secret = key_secret(authority)
         still_used = any(
-            self.store.current(task) == authority for task in self.scenario.authorities
+            current is not None and key_secret(current) == secret
+            for current in (self.store.current(task) for task in self.scenario.authorities)
         )
         if not still_used:
             for provider in self.providers.values():
@@ -300,11 +305,23 @@ class _Case:
             clock=self.clock,
         )
 
-    def deliver(self, index: int, kill: KillAt | None) -> None:
+    def _acknowledge(self, index: int, outcomes: Sequence[Outcome]) -> None:
+        from ._worker import Completed
+
+        if any(isinstance(outcome, Completed) for outcome in outcomes):
+            self.unacked.pop(index, None)
+        else:
+            self.unacked[index] = None
+
+    def deliver(self, index: int, kill: KillAt | None, *, again: bool = False) -> None:
         who = self._worker_id("worker")
         message = self.scenario.messages[index]
-        self.history.add(self.step, self.clock.now(), "deliver", f"message {index} to {who}")
+        text = f"message {index} to {who}"
+        if again:
+            text = f"redeliver unacknowledged message {index} to {who}"
+        self.history.add(self.step, self.clock.now(), "deliver", text)
         outcome = self._run(_deliver_entry, (self.scenario.worker, self.env, who, message), kill)
+        self._acknowledge(index, [outcome])
         if index not in self.delivery_hits:
             reached: dict[str, int] = {}
             for hit in getattr(outcome, "hits", ()):
@@ -347,6 +364,7 @@ class _Case:
             self.errors.append(text)
             self.history.add(self.step, self.clock.now(), "error", text)
             return
+        self._acknowledge(index, outcomes)
         for who, outcome in zip((first, second), outcomes, strict=True):
             self._record(who, outcome)
 
@@ -424,6 +442,7 @@ class _Case:
                         effect_applied=record.effect_applied,
                         idempotent=spec.idempotent,
                         object_id=record.object_id,
+                        attempt_id=record.attempt_id,
                     )
                 )
         return out
@@ -486,8 +505,13 @@ def _quiet(case: _Case) -> None:
     for _ in range(QUIET_ROUNDS):
         case.clock.advance(QUIET_STEP)
         before = case.state_lines()
+        # A restarted worker runs recovery first; then, at least once, the queue delivers
+        # again every message whose worker died (its visibility timeout has passed).
         case.recover()
-        if case.state_lines() == before:
+        redelivered = list(case.unacked)
+        for index in redelivered:
+            case.deliver(index, None, again=True)
+        if not redelivered and case.state_lines() == before:
             return
 
 
@@ -507,13 +531,14 @@ def _snapshot(case: _Case, target: Path) -> CaseEnv:
 
 
 def _killed_recovery_diff(
-    case: _Case, snapshot: CaseEnv, final: list[str]
+    case: _Case, snapshot: CaseEnv, unacked: Sequence[int], final: list[str]
 ) -> tuple[tuple[str, ...], str | None]:
     """Run the quiet phase on the snapshot with recovery killed midway; compare the ends."""
     for point in reversed(RECOVERY_POINTS):
         copy = _Case(case.scenario, snapshot, fresh=False)
         try:
             copy.step = case.step
+            copy.unacked = dict.fromkeys(unacked)
             for provider in copy.providers.values():
                 provider.faults.lift()
             copy.clock.advance(QUIET_STEP)
@@ -573,7 +598,8 @@ def _run(
             case.observe(str(step))
         case.step += 1
         snapshot_env = None
-        if _needs_recovery(case):
+        unacked = list(case.unacked)
+        if _needs_recovery(case) or unacked:
             snapshot_env = _snapshot(case, env.path / "killed-recovery")
         _quiet(case)
         case.observe("after the quiet phase")
@@ -592,7 +618,7 @@ def _run(
         killed_diff: tuple[str, ...] = ()
         killed_at = None
         if snapshot_env is not None:
-            killed_diff, killed_at = _killed_recovery_diff(case, snapshot_env, again)
+            killed_diff, killed_at = _killed_recovery_diff(case, snapshot_env, unacked, again)
         view = case.view()
         requests = case.requests()
         evidence = Evidence(

@@ -63,6 +63,8 @@ class ProviderRequest:
     idempotent: bool
     #: The id of what the request created or read (a charge, a message, an issue), if any.
     object_id: str | None = None
+    #: The ledger attempt the client said the request was for (lookups carry no key).
+    attempt_id: str | None = None
 
     @property
     def logical_hash(self) -> str | None:

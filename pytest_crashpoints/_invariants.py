@@ -88,18 +88,21 @@ def _incidents_between(evidence: Evidence, start: float, end: float) -> list[str
 def check_no_duplicate_effects(evidence: Evidence) -> list[Violation]:
     """Invariant 1: per logical effect, at most one effect at the provider.
 
-    A logical effect is the same arguments for the same task at the same provider and
-    tenant: two sends with different idempotency keys (a fresh key per try) are still one
-    logical effect sent twice, while two tasks may each send the same text once.
+    A logical effect is the same arguments for the same task at the same provider: two
+    sends with different idempotency keys (a fresh key per try), or under two tenants (a
+    task moved), are still one logical effect done twice, while two tasks may each send the
+    same text once. An effect no attempt names is grouped by its tenant instead.
     """
     task_of = {a.idempotency_key: a.task_id for a in evidence.attempts}
-    groups: dict[tuple[str, str | None, str | None, str], list[ProviderRequest]] = defaultdict(list)
+    groups: dict[tuple[str, str, str], list[ProviderRequest]] = defaultdict(list)
     for effect in evidence.effects:
         name = effect.logical_hash or f"key:{effect.operation_key}"
         task = task_of.get(effect.operation_key or "")
-        groups[(effect.provider, effect.tenant_id, task, name)].append(effect)
+        owner = f"task:{task}" if task is not None else f"tenant:{effect.tenant_id}"
+        groups[(effect.provider, owner, name)].append(effect)
     violations = []
-    for (provider, _tenant, task, name), effects in groups.items():
+    for (provider, owner, name), effects in groups.items():
+        task = owner.removeprefix("task:") if owner.startswith("task:") else None
         if len(effects) < 2:
             continue
         keys = {e.operation_key for e in effects}
@@ -251,9 +254,10 @@ def _authority_at(evidence: Evidence, task_id: str, at: float) -> Authority | ob
 def check_authority(evidence: Evidence) -> list[Violation]:
     """Invariant 4: every request within the attempt's tenant and scope, under live authority."""
     by_key = {a.idempotency_key: a for a in evidence.attempts}
+    by_id = {a.attempt_id: a for a in evidence.attempts}
     violations = []
     for request in evidence.requests:
-        attempt = by_key.get(request.operation_key or "")
+        attempt = by_key.get(request.operation_key or "") or by_id.get(request.attempt_id or "")
         if attempt is None or request.tenant_id is None:
             continue
         problems = []

@@ -289,8 +289,11 @@ def _single_faults(space: Space) -> Iterator[tuple[Part, ...]]:
         if in_flight is None:
             continue
         if "E" in space.points:
-            for change in AUTHORITY_CHANGES:
-                yield ((i, "kill", in_flight), (i, "after", ChangeAuthority(i, change)))
+            # While the attempt may have taken effect (after B), and before it was sent.
+            before_send = KillAt("A", 1) if space.reachable[i].get("A") else None
+            for kill in dict.fromkeys(k for k in (in_flight, before_send) if k is not None):
+                for change in AUTHORITY_CHANGES:
+                    yield ((i, "kill", kill), (i, "after", ChangeAuthority(i, change)))
         if "F" in space.points:
             for provider in space.providers:
                 yield ((i, "kill", in_flight), (i, "after", LookupTimeouts(provider, None)))

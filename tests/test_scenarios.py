@@ -107,11 +107,6 @@ def test_good_invoice_email_scenario_passes(pytester: pytest.Pytester) -> None:
     assert {"D", "E", "F"} <= {p for p, row in test["coverage"].items() if row["reached"]}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="harness: a message whose worker was killed is never delivered again, so the "
-    "calls after the kill are reported as silently dropped (see scenarios/README.md)",
-)
 def test_reference_worker_keeps_later_calls_of_a_killed_message(tmp_path: Path) -> None:
     calls = [
         {

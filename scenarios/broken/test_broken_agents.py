@@ -106,7 +106,7 @@ def test_work_skipped_after_a_crash(crashpoints: CrashpointsFixture) -> None:
     )
 
 
-@exhaustive(points="BE", providers=["email"], expect=2)
+@exhaustive(points="BE", providers=["email"], expect=4)
 def test_stale_authority_kept_by_recovery(crashpoints: CrashpointsFixture) -> None:
     # Invariant 2, not 4: see stale_authority_recovery's docstring and README.md.
     crashpoints.run(

@@ -233,8 +233,15 @@ def test_revoked_key_is_refused_from_the_next_request(payments: Provider, connec
     client = connect(payments)
     assert client.post("/v1/charges", data=CHARGE, headers=auth(WRITER)).status_code == 200
     payments.keys.revoke(WRITER)
-    assert client.post("/v1/charges", data=CHARGE, headers=auth(WRITER)).status_code == 401
+    refused = client.post(
+        "/v1/charges", data=CHARGE, headers=auth(WRITER, **{"Idempotency-Key": "late-retry"})
+    )
+    assert refused.status_code == 401
     assert len(payments.journal.effects()) == 1
+    # The journal still says whose revoked key it was, and which effect it tried.
+    last = payments.journal.requests()[-1]
+    assert (last.status, last.effect_applied, last.idempotency_key) == (401, False, "late-retry")
+    assert last.tenant_id is not None and last.key_id is not None
 
 
 @pytest.mark.parametrize(
