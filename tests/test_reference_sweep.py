@@ -192,3 +192,18 @@ def test_recovery_kill_points_are_reachable(tmp_path: Path) -> None:
     assert result.passed
     # The dead worker's lease had not run out: recovery left it alone, nothing to kill.
     assert result.kills == ("B#1",)
+
+
+def test_a_policy_bump_keeps_the_key_the_task_still_holds(tmp_path: Path) -> None:
+    # Tenant and scope are unchanged, so the task's API key must stay valid.
+    from pytest_crashpoints import ChangeAuthority
+
+    result = run_case(
+        scenario(ProviderSpec("email")),
+        Schedule((ChangeAuthority(0, "bump_policy"), Deliver(0))),
+        base_dir=tmp_path,
+    )
+    assert result.passed, [str(v) for v in result.violations]
+    assert any(
+        "state=OUTCOME_CONFIRMED" in line and "policy=p1-next" in line for line in result.state
+    )
