@@ -76,7 +76,9 @@ CREATE INDEX attempts_by_task ON attempts (task_id)
 """,
     """
 CREATE TABLE events (
-    event_id    INTEGER PRIMARY KEY AUTOINCREMENT,
+    -- A plain rowid, not AUTOINCREMENT: the triggers below forbid the deletes that would
+    -- let an id be reused, and it spares every logged commit a sqlite_sequence page.
+    event_id    INTEGER PRIMARY KEY,
     attempt_id  TEXT NOT NULL REFERENCES attempts (attempt_id),
     from_state  TEXT,
     to_state    TEXT NOT NULL,
