@@ -127,6 +127,9 @@ class CaseResult:
     run_dir: Path | None
     #: Per message: how often its first delivery reached each fail point.
     delivery_hits: Mapping[int, Mapping[str, int]] = dataclasses.field(default_factory=dict)
+    #: The final outcome in terms two workers can share: each task's tool calls by arguments
+    #: hash with their end state, and the effects per provider (the differential check).
+    outcomes: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -493,6 +496,20 @@ def _authority_text(authority: Authority | None) -> str:
     )
 
 
+def _outcomes(evidence: Evidence) -> tuple[str, ...]:
+    lines = [
+        f"{a.task_id} {a.tool_name} args={a.args_hash[:12]}: {a.state.value}"
+        + (" (linked)" if a.parent_attempt_id else "")
+        for a in evidence.attempts
+    ]
+    effects: dict[tuple[str, str], int] = {}
+    for effect in evidence.effects:
+        key = (effect.provider, (effect.logical_hash or "")[:12])
+        effects[key] = effects.get(key, 0) + 1
+    lines += [f"{p} effects args={h}: {n}" for (p, h), n in effects.items()]
+    return tuple(sorted(lines))
+
+
 def _digest(lines: Sequence[str]) -> str:
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
@@ -677,6 +694,7 @@ def _run(
             ),
             run_dir=None,
             delivery_hits=case.delivery_hits,
+            outcomes=_outcomes(evidence),
         )
     finally:
         case.close()

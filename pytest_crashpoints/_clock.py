@@ -154,6 +154,7 @@ def prime_wall_time_pins() -> None:
     """
     global _primed_modules
     import sys
+    import warnings
 
     from freezegun import api
 
@@ -162,22 +163,17 @@ def prime_wall_time_pins() -> None:
     fill = getattr(api, "_get_cached_module_attributes", None)
     if fill is None:  # another freezegun release: the children do the walk themselves
         return
-    for name, module in list(sys.modules.items()):
-        if (
-            module is None
-            or name == api.__name__
-            or getattr(module, "__name__", None)
-            in (
-                None,
-                "datetime",
-                "time",
-            )
-        ):
-            continue
-        try:
-            fill(module)
-        except (
-            Exception
-        ):  # a module whose attributes cannot be listed is skipped, as freezegun does
-            continue
+    # Reading every attribute of every module trips deprecation warnings (typing.io, ...)
+    # that are none of the user's business.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, module in list(sys.modules.items()):
+            if module is None or name == api.__name__:
+                continue
+            if getattr(module, "__name__", None) in (None, "datetime", "time"):
+                continue
+            try:
+                fill(module)
+            except Exception:  # unlistable attributes: skipped, as freezegun itself does
+                continue
     _primed_modules = len(sys.modules)

@@ -87,6 +87,9 @@ class TestReport:
     recovered: int = 0
     declared: tuple[str, ...] = ()
     failure: Failure | None = None
+    #: Where the worker's final outcome differed from the reference worker's, per schedule
+    #: (only with a differential check).
+    differences: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     @property
     def unreached(self) -> list[str]:
@@ -113,6 +116,7 @@ class TestReport:
             "recovered": self.recovered,
             "unreached": self.unreached,
             "failure": None if self.failure is None else self.failure.to_json(),
+            "differences": self.differences,
         }
 
     def count(self, result: CaseResult) -> None:
@@ -156,8 +160,10 @@ class _Explorer:
         base_dir: Path,
         nodeid: str,
         on_case: Callable[[CaseResult], None] | None = None,
+        reference: Scenario | None = None,
     ) -> None:
         self.scenario = scenario
+        self.reference = reference
         self.settings = settings
         self.base_dir = base_dir
         self.nodeid = nodeid
@@ -177,7 +183,25 @@ class _Explorer:
         self.report.count(result)
         if self.on_case is not None:
             self.on_case(result)
+        if self.reference is not None:
+            self.compare(result)
         return result
+
+    def compare(self, result: CaseResult) -> None:
+        """Run the reference worker under the same schedule; record where the ends differ."""
+        assert self.reference is not None
+        theirs = run_case(
+            self.reference, result.schedule, base_dir=self.base_dir, name="reference"
+        ).outcomes
+        if theirs != result.outcomes:
+            ours = set(result.outcomes)
+            self.report.differences.append(
+                {
+                    "schedule": str(result.schedule),
+                    "worker_only": sorted(ours - set(theirs)),
+                    "reference_only": sorted(set(theirs) - ours),
+                }
+            )
 
     def fail(self, result: CaseResult) -> None:
         again = run_case(
@@ -279,11 +303,20 @@ def explore(
     base_dir: Path,
     nodeid: str,
     on_case: Callable[[CaseResult], None] | None = None,
+    reference: Scenario | None = None,
 ) -> TestReport:
-    """Explore crash schedules of ``scenario`` as ``settings`` say; return the report."""
+    """Explore crash schedules of ``scenario`` as ``settings`` say; return the report.
+
+    With ``reference`` (the same messages for the reference worker and recovery), every
+    schedule also runs on the reference, and the report lists where the final outcomes
+    differ: a difference is information, not a violation (parking an ambiguous send in
+    MANUAL_REVIEW where the reference confirms it can both be correct).
+    """
     from ._schedule import decode_token
 
-    explorer = _Explorer(scenario, settings, base_dir=base_dir, nodeid=nodeid, on_case=on_case)
+    explorer = _Explorer(
+        scenario, settings, base_dir=base_dir, nodeid=nodeid, on_case=on_case, reference=reference
+    )
     golden = explorer.golden()
     if golden is None:
         return explorer.report

@@ -90,6 +90,7 @@ class CrashpointsFixture:
         authorities: Mapping[str, Authority] | None = None,
         ledger_view: Callable[[Context], LedgerView] | None = None,
         transport_points: Sequence[str] = (),
+        reference_messages: Sequence[Mapping[str, Any]] | None = None,
     ) -> TestReport:
         """Explore crash schedules of ``worker`` on ``messages``; fail the test on a violation.
 
@@ -98,6 +99,10 @@ class CrashpointsFixture:
         authority (default: see :func:`default_authorities`). ``ledger_view(ctx)`` reads your
         own ledger (default: the reference ledger). ``transport_points`` lets the HTTP
         transport fire B and C (for workers that do not call ``crashpoint`` themselves).
+        ``reference_messages`` (the same work, as messages for :func:`reference_worker`)
+        turns on the differential check: every schedule also runs on the reference worker,
+        and the report lists where the final outcomes differ.
+
         Returns the report when every schedule passed (or, with ``expect=``, when the
         expected violation was caught).
         """
@@ -127,8 +132,22 @@ class CrashpointsFixture:
             timeout=self.marker.timeout or self.options.timeout,
             start_method=self.marker.start_method,  # type: ignore[arg-type]
         )
+        reference = None
+        if reference_messages is not None:
+            from ._reference import reference_recovery, reference_worker
+
+            reference = dataclasses.replace(
+                scenario,
+                worker=reference_worker,
+                recover=reference_recovery,
+                messages=tuple(reference_messages),
+                ledger_view=None,
+                transport_points=(),
+            )
         settings = self.settings()
-        report = explore(scenario, settings, base_dir=self.base_dir, nodeid=self.nodeid)
+        report = explore(
+            scenario, settings, base_dir=self.base_dir, nodeid=self.nodeid, reference=reference
+        )
         self.report = report
         expected = self.marker.expect
         if expected:

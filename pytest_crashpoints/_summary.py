@@ -52,6 +52,15 @@ def summary_lines(results: Iterable[Mapping[str, Any]], *, seed: int | None) -> 
                 f"UNREACHED in {result['nodeid']}: {', '.join(result['unreached'])} "
                 "(declared but never reached: it proves nothing about them)"
             )
+        differences = result.get("differences") or []
+        if differences:
+            first = differences[0]
+            lines.append(
+                f"differs from the reference in {result['nodeid']}: {len(differences)} "
+                f"schedule(s); e.g. {first['schedule']}: worker "
+                f"{'; '.join(first['worker_only']) or '-'} | reference "
+                f"{'; '.join(first['reference_only']) or '-'}"
+            )
         failure = result.get("failure")
         if failure and verdict_of(result) == "failed":
             lines.append(f"replay {result['nodeid']}: {failure['replay_command']}")

@@ -282,3 +282,38 @@ def test_the_unused_plugin_imports_nothing_heavy(pytester: pytest.Pytester) -> N
     run(
         pytester, "-p", "no:hypothesispytest", "-p", "no:anyio", "-p", "no:respx", "-p", "no:xdist"
     ).assert_outcomes(passed=1)
+
+
+def test_a_cautious_design_passes_and_the_differential_check_shows_where_it_differs(
+    pytester: pytest.Pytester,
+) -> None:
+    # Parking every ambiguous send in MANUAL_REVIEW is correct: it breaks no invariant, so
+    # the test passes; the differential check only reports that the reference confirms them.
+    pytester.makepyfile(
+        SCENARIO
+        + """
+def cautious_recovery(ctx):
+    for attempt in ctx.ledger.attempts():
+        path = {State.DISPATCHED: [State.UNKNOWN, State.MANUAL_REVIEW],
+                State.UNKNOWN: [State.MANUAL_REVIEW]}.get(attempt.state, [])
+        for to in path:
+            ctx.ledger.transition(attempt.attempt_id, to, actor=ctx.worker_id,
+                                  reason="ambiguous: a person decides")
+    ctx.recover()
+
+
+@pytest.mark.crashpoints(points="B", providers=["email"], mode="exhaustive")
+def test_cautious(crashpoints):
+    report = crashpoints.run(worker=reference_worker, recover=cautious_recovery,
+                             messages=[MESSAGE], reference_messages=[MESSAGE])
+    difference = report.differences[0]
+    assert difference["schedule"] == "deliver message 0, kill at B (hit 1)"
+    assert any("MANUAL_REVIEW" in line for line in difference["worker_only"])
+    assert any("OUTCOME_CONFIRMED" in line for line in difference["reference_only"])
+"""
+    )
+    result = run(pytester)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["differs from the reference in *test_cautious: * schedule(s); e.g. deliver message 0,*"]
+    )
