@@ -25,7 +25,7 @@ test: lint typecheck
 	$(BIN)/python -m pytest -n auto
 
 gate: $(STAMP)
-	$(BIN)/crashpoints gate
+	$(BIN)/crashpoints gate scenarios -- -n auto
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
