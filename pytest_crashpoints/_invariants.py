@@ -121,7 +121,14 @@ def check_no_duplicate_effects(evidence: Evidence) -> list[Violation]:
             else "the same effect was applied twice"
         )
         between = _incidents_between(evidence, effects[0].at, effects[-1].at)
-        story = f"; between them: {'; '.join(between)}" if between else ""
+        before = [i.text for i in evidence.incidents if i.at < effects[0].at]
+        story = (
+            f"; between them: {'; '.join(between)}"
+            if between
+            else f"; before them: {'; '.join(before)}"
+            if before
+            else ""
+        )
         violations.append(
             Violation(
                 1,
