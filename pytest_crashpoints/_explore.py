@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import itertools
 import shlex
 from collections.abc import Callable, Iterable
@@ -266,12 +267,13 @@ class _Explorer:
                 failing.append(result)
                 raise _CaseFailed(result)
 
-        crash_schedule.hypothesis.inner_test._hypothesis_internal_add_digest = (  # type: ignore[attr-defined]
-            f"crashpoints:{self.nodeid}".encode()
-        )
         test: Callable[[], None] = crash_schedule
         if self.settings.seed is not None and not _hypothesis_seed_forced():
             test = seed(self.settings.seed)(crash_schedule)
+        # One example-database entry per test, even with a seed (as hypothesis.find does):
+        # the failing schedule is replayed first next time.
+        key = hashlib.sha256(f"pytest-crashpoints:{self.nodeid}".encode()).digest()
+        test._hypothesis_internal_database_key = key  # type: ignore[attr-defined]
         try:
             test()
         except _CaseFailed as exc:

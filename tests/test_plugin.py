@@ -317,3 +317,40 @@ def test_cautious(crashpoints):
     result.stdout.fnmatch_lines(
         ["differs from the reference in *test_cautious: * schedule(s); e.g. deliver message 0,*"]
     )
+
+
+HYPOTHESIS_BROKEN = """
+@pytest.mark.crashpoints(points="B", providers=["email"], mode="hypothesis")
+def test_broken_generated(crashpoints):
+    crashpoints.run(worker=reference_worker, recover=blind_recovery, messages=[MESSAGE])
+"""
+
+
+def test_hypothesis_profile_seed_and_example_database(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        """
+        from hypothesis import settings
+
+        settings.register_profile("tiny", max_examples=3)
+        """
+    )
+    pytester.makepyfile(
+        SCENARIO
+        + GOOD.replace("{mode}", "hypothesis").replace(", max_examples=3", "")
+        + HYPOTHESIS_BROKEN
+    )
+    report = pytester.path / "report.json"
+    result = run(
+        pytester,
+        "--hypothesis-profile=tiny",
+        "--hypothesis-seed=11",
+        f"--crashpoints-report={report}",
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    tests = {t["nodeid"].rpartition("::")[2]: t for t in json.loads(report.read_text())["tests"]}
+    # The profile's max_examples bounds the generated schedules (plus the fault-free run).
+    assert tests["test_good"]["cases"] <= 1 + 3
+    failure = tests["test_broken_generated"]["failure"]
+    assert failure["schedule_text"] == "deliver message 0, kill at B (hit 1)"  # shrunk
+    # Hypothesis's example database remembers the failing schedule.
+    assert any((pytester.path / ".hypothesis" / "examples").rglob("*"))
