@@ -63,6 +63,9 @@ if TYPE_CHECKING:
         crashpoint,
         crashpoint_context,
     )
+    from ._fixture import (
+        CrashpointsFixture,
+    )
     from ._interleaving import (
         run_interleaved,
     )
@@ -138,6 +141,7 @@ if TYPE_CHECKING:
     )
 
 _LAZY = {
+    "CrashpointsFixture": "_fixture",
     "Authority": "_authority",
     "AuthorityChange": "_authority_store",
     "AuthorityStore": "_authority_store",
@@ -241,6 +245,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "CrashpointsFixture",
     "Absent",
     "Advance",
     "ArgumentsError",

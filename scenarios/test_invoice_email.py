@@ -14,7 +14,7 @@ import pytest
 from pytest_crashpoints import Authority, reference_recovery, reference_worker
 
 if TYPE_CHECKING:
-    from pytest_crashpoints._fixture import CrashpointsFixture
+    from pytest_crashpoints import CrashpointsFixture
 
 INVOICE = {
     "task_id": "invoice-7",

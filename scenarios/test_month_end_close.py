@@ -18,7 +18,7 @@ from pytest_crashpoints import reference_recovery
 from scenarios.planned_worker import planned_worker
 
 if TYPE_CHECKING:
-    from pytest_crashpoints._fixture import CrashpointsFixture
+    from pytest_crashpoints import CrashpointsFixture
 
 
 def _month_end(tenant: str, amount: int) -> dict[str, object]:

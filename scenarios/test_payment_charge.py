@@ -14,7 +14,7 @@ import pytest
 from pytest_crashpoints import ProviderSpec, reference_recovery, reference_worker
 
 if TYPE_CHECKING:
-    from pytest_crashpoints._fixture import CrashpointsFixture
+    from pytest_crashpoints import CrashpointsFixture
 
 
 def _order(task_id: str, tenant: str, amount: int) -> dict[str, object]:

@@ -15,7 +15,7 @@ from pytest_crashpoints import reference_recovery, reference_worker
 from scenarios.broken import agents
 
 if TYPE_CHECKING:
-    from pytest_crashpoints._fixture import CrashpointsFixture
+    from pytest_crashpoints import CrashpointsFixture
 
 INVOICE_EMAIL = {
     "task_id": "invoice-7",
