@@ -183,7 +183,7 @@ class _Case:
 
         self.scenario = scenario
         self.env = env
-        (env.path / "journals").mkdir(parents=True, exist_ok=True)
+        env.run_dir.journals.mkdir(parents=True, exist_ok=True)
         self.clock: HarnessClock = HarnessClock(env.clock_path)
         self.providers: dict[str, Provider] = {
             spec.name: make_provider(env, spec, self.clock) for spec in env.providers

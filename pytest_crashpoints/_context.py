@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ._clock import HarnessClock
     from ._ledger import Ledger
     from ._recovery import RecoveryAction, RecoveryPolicy
+    from ._rundir import RunDir
 
 __all__ = ["CaseEnv", "Context", "ProviderSpec", "key_secret"]
 
@@ -77,19 +78,26 @@ class CaseEnv:
         return Path(self.root)
 
     @property
+    def run_dir(self) -> RunDir:
+        """The run directory's layout (one place names every file in it)."""
+        from ._rundir import RunDir
+
+        return RunDir(self.path)
+
+    @property
     def ledger_path(self) -> Path:
-        return self.path / "ledger.sqlite3"
+        return self.run_dir.ledger_path
 
     @property
     def clock_path(self) -> Path:
-        return self.path / "clock"
+        return self.run_dir.clock_path
 
     @property
     def authority_path(self) -> Path:
-        return self.path / "authority.sqlite3"
+        return self.run_dir.authority_path
 
     def journal_path(self, provider: str) -> Path:
-        return self.path / "journals" / f"{provider}.sqlite3"
+        return self.run_dir.journals / f"{provider}.sqlite3"
 
     def spec(self, provider: str) -> ProviderSpec:
         for spec in self.providers:

@@ -160,7 +160,6 @@ class _Explorer:
         *,
         base_dir: Path,
         nodeid: str,
-        on_case: Callable[[CaseResult], None] | None = None,
         reference: Scenario | None = None,
     ) -> None:
         self.scenario = scenario
@@ -168,7 +167,6 @@ class _Explorer:
         self.settings = settings
         self.base_dir = base_dir
         self.nodeid = nodeid
-        self.on_case = on_case
         self.report = TestReport(nodeid, settings.seed, settings.mode, declared=settings.points)
         self.expected: tuple[Any, ...] = ()
         self._serial = itertools.count(1)
@@ -182,8 +180,6 @@ class _Explorer:
             expected=self.expected,
         )
         self.report.count(result)
-        if self.on_case is not None:
-            self.on_case(result)
         if self.reference is not None:
             self.compare(result)
         return result
@@ -304,7 +300,6 @@ def explore(
     *,
     base_dir: Path,
     nodeid: str,
-    on_case: Callable[[CaseResult], None] | None = None,
     reference: Scenario | None = None,
 ) -> TestReport:
     """Explore crash schedules of ``scenario`` as ``settings`` say; return the report.
@@ -316,9 +311,7 @@ def explore(
     """
     from ._schedule import decode_token
 
-    explorer = _Explorer(
-        scenario, settings, base_dir=base_dir, nodeid=nodeid, on_case=on_case, reference=reference
-    )
+    explorer = _Explorer(scenario, settings, base_dir=base_dir, nodeid=nodeid, reference=reference)
     golden = explorer.golden()
     if golden is None:
         return explorer.report
