@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test gate lint typecheck clean
+.PHONY: test gate lint typecheck clean bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,11 @@ test: lint typecheck
 
 gate: $(STAMP)
 	$(BIN)/crashpoints gate scenarios -- -n auto
+
+# Benchmarks (issue 8): writes bench/results.json and the table in docs/performance.md.
+# BENCH_ARGS=--quick for a smoke run, BENCH_ARGS='--only 1,3' for some items.
+bench: $(STAMP)
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
