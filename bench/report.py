@@ -200,7 +200,7 @@ def _applied() -> dict[str, bool]:
         "R1": hasattr(_clock, "prime_wall_time_pins"),
         "R3": "settled" in inspect.getsource(_case._run),
         "R4": "__getattr__" in vars(pytest_crashpoints),
-        "R5": "KEY AUTOINCREMENT" not in "".join(_ledger._SCHEMA),
+        "R5 (its first option, AUTOINCREMENT)": "KEY AUTOINCREMENT" not in "".join(_ledger._SCHEMA),
     }
 
 
