@@ -105,6 +105,7 @@ if TYPE_CHECKING:
         LookupTimeouts,
         Recover,
         Schedule,
+        replay_token,
     )
     from ._states import (
         FINAL_STATES,
@@ -141,6 +142,7 @@ if TYPE_CHECKING:
     )
 
 _LAZY = {
+    "replay_token": "_schedule",
     "CrashpointsFixture": "_fixture",
     "Authority": "_authority",
     "AuthorityChange": "_authority_store",
@@ -245,6 +247,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "replay_token",
     "CrashpointsFixture",
     "Absent",
     "Advance",

@@ -21,7 +21,6 @@ import dataclasses
 import difflib
 import hashlib
 import shutil
-import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -159,19 +158,6 @@ def _recover_entry(recovery: Recovery, env: CaseEnv, worker_id: str) -> object:
         return recovery(ctx)
     finally:
         ctx.close()
-
-
-def _copy_sqlite(source: Path, target: Path) -> None:
-    if not source.exists():
-        return
-    target.parent.mkdir(parents=True, exist_ok=True)
-    src = sqlite3.connect(source)
-    dst = sqlite3.connect(target)
-    try:
-        src.backup(dst)
-    finally:
-        dst.close()
-        src.close()
 
 
 class _Case:
@@ -543,14 +529,19 @@ def _needs_recovery(case: _Case) -> bool:
 
 
 def _snapshot(case: _Case, target: Path) -> CaseEnv:
-    """A copy of the run directory's state, as a new env under ``target``."""
-    env = dataclasses.replace(case.env, root=str(target))
-    _copy_sqlite(case.env.ledger_path, env.ledger_path)
-    _copy_sqlite(case.env.authority_path, env.authority_path)
-    for spec in case.env.providers:
-        _copy_sqlite(case.env.journal_path(spec.name), env.journal_path(spec.name))
-    shutil.copyfile(case.env.clock_path, env.clock_path)
-    return env
+    """A copy of the whole run directory (the reference ledger, a user's own ledger files,
+    journals, authority store, clock) as a new env under ``target``.
+
+    Every worker is dead and the parent writes nothing meanwhile, so each SQLite file is
+    copied with its WAL and shared-memory files in a consistent state.
+    """
+    source = case.env.path
+    shutil.copytree(
+        source,
+        target,
+        ignore=lambda folder, names: [target.name] if Path(folder) == source else [],
+    )
+    return dataclasses.replace(case.env, root=str(target))
 
 
 def _killed_recovery_diff(

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._authority import Authority
+from ._errors import CrashpointsError
 
 if TYPE_CHECKING:
     import httpx
@@ -157,8 +158,14 @@ class Context:
         return self._authorities.current(task_id)
 
     def authority_at(self, task_id: str, at: float) -> Authority | None:
-        """The authority ``task_id`` held at harness time ``at`` (for ledger views whose
-        table does not store it)."""
+        """The authority ``task_id`` held at time ``at`` (for ledger views whose table does
+        not store it). ``at`` is harness seconds (``ctx.now()``) or, for a ledger stamped
+        with ``time.time()`` inside a worker, the pinned wall time: both are understood."""
+        from ._clock import HARNESS_EPOCH
+
+        epoch = HARNESS_EPOCH.timestamp()
+        if at >= epoch:
+            at -= epoch
         held = None
         for change in self._authorities.changes(task_id):
             if change.at <= at:
@@ -172,6 +179,12 @@ class Context:
     def client(self, provider: str, authority: Authority) -> httpx.Client:
         """An httpx client for ``provider``, authenticated as ``authority``, whose transport
         reaches the fake provider in-process and carries the crash points B and C."""
+        if not isinstance(authority, Authority):
+            raise CrashpointsError(
+                f"ctx.client({provider!r}, {authority!r}): an Authority is needed; "
+                "ctx.authority(task_id) returns None once the task's authority was revoked, "
+                "and nothing may be sent for it then."
+            )
         cached = self._clients.get((provider, authority))
         if cached is not None:
             return cached

@@ -29,8 +29,8 @@ from ._schedule import (
     LookupTimeouts,
     Schedule,
     Space,
-    encode_token,
     enumerate_schedules,
+    replay_token,
 )
 
 __all__ = ["CrashSettings", "Failure", "TestReport", "explore"]
@@ -208,7 +208,7 @@ class _Explorer:
             name="rerun",
             expected=self.expected,
         )
-        token = encode_token(result.schedule, seed=self.settings.seed, nodeid=self.nodeid)
+        token = replay_token(result.schedule, seed=self.settings.seed, nodeid=self.nodeid)
         self.report.failure = Failure(
             schedule=result.schedule,
             token=token,

@@ -49,7 +49,8 @@ def load_report(path: Path) -> dict[str, Any]:
 def _totals(tests: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     verdicts = [verdict_of(t) for t in tests]
     reached = sorted({p for t in tests for p, row in t["coverage"].items() if row["reached"]})
-    unreached = sorted({p for t in tests if not t.get("expect") for p in t.get("unreached", [])})
+    # Exploration stops at the first failure: only a test that ran to its end has gaps.
+    unreached = sorted({p for t in tests if not t.get("failure") for p in t.get("unreached", [])})
     return {
         "tests": len(tests),
         "cases": sum(int(t["cases"]) for t in tests),

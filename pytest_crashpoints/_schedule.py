@@ -52,7 +52,7 @@ __all__ = [
     "Token",
     "decode_token",
     "read_token",
-    "encode_token",
+    "replay_token",
     "enumerate_schedules",
     "schedules",
 ]
@@ -194,7 +194,7 @@ def to_json(schedule: Schedule) -> str:
     return json.dumps(schedule.to_dict(), sort_keys=True, separators=(",", ":"))
 
 
-def encode_token(schedule: Schedule, *, seed: int | None = None, nodeid: str | None = None) -> str:
+def replay_token(schedule: Schedule, *, seed: int | None = None, nodeid: str | None = None) -> str:
     """A compact, shell-safe token naming ``schedule`` exactly (``--crashpoints-replay``),
     with the seed and the test it came from."""
     payload = {"schedule": schedule.to_dict(), "seed": seed, "nodeid": nodeid}

@@ -46,8 +46,8 @@ def summary_lines(results: Iterable[Mapping[str, Any]], *, seed: int | None) -> 
         found = ", ".join(f"invariant {n}: {c} test(s)" for n, c in sorted(violations.items()))
         lines.append(f"violations: {found}")
     for result in results:
-        # A broken agent's exploration stops at the first catch: unreached points say nothing.
-        if result.get("unreached") and not result.get("expect"):
+        # Exploration stops at the first failure: then unreached points say nothing.
+        if result.get("unreached") and not result.get("failure"):
             lines.append(
                 f"UNREACHED in {result['nodeid']}: {', '.join(result['unreached'])} "
                 "(declared but never reached: it proves nothing about them)"

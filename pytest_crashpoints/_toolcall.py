@@ -25,7 +25,7 @@ from typing import Any, Protocol, TypeAlias
 
 from ._authority import Authority
 from ._errors import IllegalTransition, LeaseHeld, ProviderRejected
-from ._failpoints import crashpoint
+from ._failpoints import crashpoint, crashpoint_context
 from ._ledger import Attempt, Ledger
 from ._normalize import JSONValue, normalize_args
 from ._states import State
@@ -178,9 +178,11 @@ def dispatch_and_confirm(
 ) -> Attempt:
     attempt_id = attempt.attempt_id
     try:
-        receipt = adapter.dispatch(
-            args, idempotency_key=attempt.idempotency_key, authority=attempt.authority
-        )
+        # The transport's B and C fire inside dispatch: give them the call's context.
+        with crashpoint_context(**where):
+            receipt = adapter.dispatch(
+                args, idempotency_key=attempt.idempotency_key, authority=attempt.authority
+            )
     except ProviderRejected as exc:
         if exc.retryable:
             return ledger.transition(

@@ -70,7 +70,9 @@ class SQLiteLedgerView:
     State names). ``events_table`` and ``event_columns`` do the same for an event log, if
     the ledger keeps one. ``queue_sql``, if given, is the query whose first column lists the
     attempt ids the operator's queue shows; by default the queue is every in-flight attempt.
-    Missing seed columns or an unknown state value raise :class:`LedgerError` saying which.
+    A ledger file or table that does not exist yet reads as empty (a worker creates its
+    ledger on first use). Missing seed columns or an unknown state value raise
+    :class:`LedgerError` saying which.
     """
 
     def __init__(
@@ -95,17 +97,27 @@ class SQLiteLedgerView:
         self.authority_of = authority_of
 
     def _connect(self) -> sqlite3.Connection:
-        if not self.path.exists():
-            raise LedgerError(f"no ledger at {self.path}; check the path the view was given.")
         conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
         conn.row_factory = sqlite3.Row
         return conn
 
-    def _present(self, conn: sqlite3.Connection, table: str) -> set[str]:
-        rows = conn.execute(f'PRAGMA table_info("{table}")').fetchall()
-        if not rows:
-            raise LedgerError(f"{self.path} has no table {table!r}; name it with table=...")
-        return {row["name"] for row in rows}
+    def _rows(self, table: str, required: Sequence[str], mapping: Mapping[str, str]) -> Any:
+        """(columns present, rows) of ``table``; none yet if the file or table does not exist
+        (a worker creates its ledger on first use). Missing required columns are an error."""
+        if not self.path.exists():
+            return set(), []
+        with self._closing() as conn:
+            present = {row["name"] for row in conn.execute(f'PRAGMA table_info("{table}")')}
+            if not present:
+                return set(), []
+            missing = [mapping.get(name, name) for name in required]
+            missing = [column for column in missing if column not in present]
+            if missing:
+                raise LedgerError(
+                    f"{self.path}:{table} lacks the column(s) {', '.join(missing)}; map your "
+                    "names with columns={'seed_name': 'your_name'} (event_columns= for events)."
+                )
+            return present, conn.execute(f'SELECT * FROM "{table}" ORDER BY rowid').fetchall()
 
     def _state(self, value: object) -> State:
         if value in self.states:
@@ -120,17 +132,8 @@ class SQLiteLedgerView:
             ) from None
 
     def attempts(self) -> list[Attempt]:
-        with self._closing() as conn:
-            present = self._present(conn, self.table)
-            names = {name: self.columns.get(name, name) for name in SEED_COLUMNS + OPTIONAL_COLUMNS}
-            missing = [seed for seed in SEED_COLUMNS if names[seed] not in present]
-            if missing:
-                raise LedgerError(
-                    f"{self.path}:{self.table} lacks the seed column(s) "
-                    f"{', '.join(names[m] for m in missing)}; map your names with "
-                    "columns={'seed_name': 'your_name'}."
-                )
-            rows = conn.execute(f'SELECT * FROM "{self.table}"').fetchall()
+        names = {name: self.columns.get(name, name) for name in SEED_COLUMNS + OPTIONAL_COLUMNS}
+        present, rows = self._rows(self.table, SEED_COLUMNS, self.columns)
         return sorted(
             (self._attempt(row, names, present) for row in rows),
             key=lambda a: (a.created_at, a.attempt_id),
@@ -200,16 +203,8 @@ class SQLiteLedgerView:
     def events(self) -> Sequence[Event]:
         if self.events_table is None:
             return []
-        with self._closing() as conn:
-            present = self._present(conn, self.events_table)
-            names = {name: self.event_columns.get(name, name) for name in EVENT_COLUMNS}
-            missing = [names[n] for n in EVENT_COLUMNS if names[n] not in present]
-            if missing:
-                raise LedgerError(
-                    f"{self.path}:{self.events_table} lacks the event column(s) "
-                    f"{', '.join(missing)}; map them with event_columns={{...}}."
-                )
-            rows = conn.execute(f'SELECT * FROM "{self.events_table}" ORDER BY rowid').fetchall()
+        names = {name: self.event_columns.get(name, name) for name in EVENT_COLUMNS}
+        _present, rows = self._rows(self.events_table, EVENT_COLUMNS, self.event_columns)
         return [
             Event(
                 event_id=index,

@@ -133,6 +133,8 @@ def pytest_runtest_makereport(
     if call.when == "call" and fixture is not None and fixture.report is not None:
         data = fixture.report.to_json()
         data["expect"] = list(fixture.marker.expect)
+        if fixture.marker.expect and report.passed:
+            data["verdict"] = "caught"  # broken on purpose, and the harness found it
         setattr(report, REPORT_ATTR, json.dumps(data))
     return report
 

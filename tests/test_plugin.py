@@ -354,3 +354,28 @@ def test_hypothesis_profile_seed_and_example_database(pytester: pytest.Pytester)
     assert failure["schedule_text"] == "deliver message 0, kill at B (hit 1)"  # shrunk
     # Hypothesis's example database remembers the failing schedule.
     assert any((pytester.path / ".hypothesis" / "examples").rglob("*"))
+
+
+def test_a_setup_mistake_in_run_is_one_clear_line(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        SCENARIO
+        + """
+@pytest.mark.crashpoints(points="A")
+def test_no_providers(crashpoints):
+    crashpoints.run(worker=reference_worker, recover=reference_recovery, messages=[MESSAGE])
+
+
+@pytest.mark.crashpoints(points="A", providers=["email"])
+def test_no_task_id(crashpoints):
+    crashpoints.run(worker=reference_worker, recover=reference_recovery, messages=[{"x": 1}])
+"""
+    )
+    result = run(pytester)
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "crashpoints: *test_no_providers: the crashpoints marker names no providers; add*",
+            "crashpoints: *test_no_task_id: message 0 ({'x': 1}) has no task_id*",
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()

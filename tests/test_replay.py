@@ -18,7 +18,7 @@ from pytest_crashpoints import (
     run_case,
 )
 from pytest_crashpoints._context import Context
-from pytest_crashpoints._schedule import encode_token, read_token
+from pytest_crashpoints._schedule import read_token, replay_token
 from pytest_crashpoints._toolcall import dispatch_and_confirm
 
 from .test_reference_sweep import scenario as email_scenario
@@ -46,7 +46,7 @@ def test_twenty_replays_give_twenty_identical_verdicts(tmp_path: Path) -> None:
         providers=base.providers,
         authorities=base.authorities,
     )
-    token = encode_token(Schedule((Deliver(0, KillAt("B")),)), seed=42, nodeid="t.py::test_x")
+    token = replay_token(Schedule((Deliver(0, KillAt("B")),)), seed=42, nodeid="t.py::test_x")
     read = read_token(token)
     assert (read.seed, read.nodeid) == (42, "t.py::test_x")
     verdicts = set()
@@ -67,7 +67,7 @@ def test_twenty_replays_give_twenty_identical_verdicts(tmp_path: Path) -> None:
 
 
 def test_the_reference_passes_the_same_replay(tmp_path: Path) -> None:
-    schedule = read_token(encode_token(Schedule((Deliver(0, KillAt("B")),)))).schedule
+    schedule = read_token(replay_token(Schedule((Deliver(0, KillAt("B")),)))).schedule
     assert run_case(email_scenario(ProviderSpec("email")), schedule, base_dir=tmp_path).passed
     assert list(tmp_path.iterdir()) == []  # a passing case leaves no run directory
 
