@@ -667,15 +667,14 @@ def _run(
             rerun=RecoveryRerun(ledger_changes, new_requests, killed_diff, killed_at),
         )
         violations = tuple(check_all(evidence))
-        lines = case.state_lines()
         return CaseResult(
             schedule=schedule,
             violations=violations,
             errors=tuple(case.errors),
             history=case.history,
             timeline=case.history.timeline(events=evidence.events, requests=requests),
-            fingerprint=_digest(lines),
-            state=tuple(lines),
+            fingerprint=_digest(again),
+            state=tuple(again),
             hits=dict(case.hits),
             kills=tuple(case.kills),
             expected_effects=tuple(
