@@ -330,8 +330,12 @@ def test_hypothesis_profile_seed_and_example_database(pytester: pytest.Pytester)
     pytester.makeconftest(
         """
         from hypothesis import settings
+        from hypothesis.database import DirectoryBasedExampleDatabase
 
-        settings.register_profile("tiny", max_examples=3)
+        # Explicit, so that the CI profile (no database) of the outer run does not leak in.
+        settings.register_profile(
+            "tiny", max_examples=3, database=DirectoryBasedExampleDatabase(".hypothesis/examples")
+        )
         """
     )
     pytester.makepyfile(
