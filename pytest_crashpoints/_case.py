@@ -516,6 +516,7 @@ def _quiet(case: _Case) -> bool:
         # again every message whose worker died (its visibility timeout has passed).
         case.recover()
         for index in list(case.unacked):
+            case.clock.advance(1.0)  # one process per harness second keeps the timeline clear
             case.deliver(index, None, again=True)
         if case.state_lines() == before:
             # Settled. A message still unacknowledged now fails the same way every time
@@ -672,7 +673,11 @@ def _run(
             violations=violations,
             errors=tuple(case.errors),
             history=case.history,
-            timeline=case.history.timeline(events=evidence.events, requests=requests),
+            timeline=case.history.timeline(
+                events=evidence.events,
+                requests=requests,
+                keys={a.idempotency_key: a.attempt_id for a in evidence.attempts},
+            ),
             fingerprint=_digest(again),
             state=tuple(again),
             hits=dict(case.hits),

@@ -58,33 +58,57 @@ class History:
         return cls([Entry(**entry) for entry in data["entries"]])
 
     def timeline(
-        self, *, events: Sequence[Event] = (), requests: Iterable[ProviderRequest] = ()
+        self,
+        *,
+        events: Sequence[Event] = (),
+        requests: Iterable[ProviderRequest] = (),
+        keys: Mapping[str, str] | None = None,
     ) -> str:
-        """The harness entries, ledger transitions and provider requests, merged by time."""
-        rows: list[tuple[float, int, int, str]] = []
+        """The harness entries, ledger transitions and provider requests, merged by time.
+
+        Within one harness second the three sources have no common clock, so the order is
+        reconstructed: what the harness did before a process (a delivery, a recovery start)
+        comes first; then the ledger's transitions, each provider request placed after the
+        latest DISPATCHED or UNKNOWN transition of its attempt (``keys`` maps idempotency
+        keys to attempt ids); then how the process ended.
+        """
+        rows: list[tuple[float, int, float, str]] = []
         for seq, entry in enumerate(self.entries):
-            rows.append((entry.at, 0, seq, f"[{entry.step:>2}] {entry.kind:<10} {entry.text}"))
-        for seq, event in enumerate(events):
+            rank = 2 if entry.kind in _ENDINGS else 0
+            rows.append((entry.at, rank, seq, f"[{entry.step:>2}] {entry.kind:<10} {entry.text}"))
+        anchors: dict[str, list[tuple[float, int]]] = {}
+        for index, event in enumerate(events):
             before = event.from_state.value if event.from_state else "(new)"
             rows.append(
                 (
                     event.at,
                     1,
-                    seq,
+                    index,
                     f"     ledger     {event.attempt_id}: {before} -> {event.to_state.value} "
                     f"by {event.actor} ({event.reason})",
                 )
             )
+            if event.to_state.value in ("DISPATCHED", "UNKNOWN"):
+                anchors.setdefault(event.attempt_id, []).append((event.at, index))
+        keys = keys or {}
         for seq, request in enumerate(requests):
             effect = "EFFECT" if request.effect_applied else "no effect"
+            attempt = request.attempt_id or keys.get(request.operation_key or "")
+            placed = [i for at, i in anchors.get(attempt or "", []) if at <= request.at]
+            order = placed[-1] + 0.5 + seq * 1e-6 if placed else len(events) + seq
             rows.append(
                 (
                     request.at,
-                    2,
-                    seq,
+                    1,
+                    order,
                     f"     {request.provider:<10} {request.request_id} {request.kind} "
                     f"key={request.operation_key} status={request.status} {effect}",
                 )
             )
         rows.sort(key=lambda row: (row[0], row[1], row[2]))
         return "\n".join(f"t={at:>7g}s {text}" for at, _, _, text in rows)
+
+
+#: Harness entries that come after what the processes of their second did: how a process
+#: ended, and the start of the quiet phase.
+_ENDINGS = frozenset({"worker", "kill", "raised", "timeout", "died", "error", "quiet"})
