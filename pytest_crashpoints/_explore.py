@@ -29,6 +29,7 @@ from ._schedule import (
     LookupTimeouts,
     Schedule,
     Space,
+    covering_schedules,
     enumerate_schedules,
     replay_token,
 )
@@ -255,13 +256,15 @@ class _Explorer:
         if self.settings.max_examples is not None:
             options["max_examples"] = self.settings.max_examples
 
-        @hsettings(**options)
-        @given(schedules(space, max_faults=self.settings.max_faults))
         def crash_schedule(schedule: Schedule) -> None:
             result = self.run(schedule)
             if not result.passed:
                 failing.append(result)
                 raise _CaseFailed(result)
+
+        crash_schedule = hsettings(**options)(
+            given(schedules(space, max_faults=self.settings.max_faults))(crash_schedule)
+        )
 
         test: Callable[[], None] = crash_schedule
         if self.settings.seed is not None and not _hypothesis_seed_forced():
@@ -280,6 +283,17 @@ class _Explorer:
                 self.fail(failing[-1])
             else:
                 raise CrashpointsError(f"Hypothesis stopped the exploration: {exc}") from exc
+
+    def top_up(self, space: Space) -> None:
+        """Run one schedule for each kind of fault whose point no case reached yet."""
+        for point, schedule in covering_schedules(space):
+            exercised = self.report.killed if point not in ("D", "E", "F") else self.report.reached
+            if exercised.get(point):
+                continue
+            result = self.run(schedule)
+            if not result.passed:
+                self.fail(result)
+                return
 
 
 class _CaseFailed(AssertionError):
@@ -326,6 +340,8 @@ def explore(
         explorer.exhaustive(space)
     if explorer.report.failure is None and settings.mode in ("hypothesis", "both"):
         explorer.hypothesis(space)
+        if explorer.report.failure is None:
+            explorer.top_up(space)
     return explorer.report
 
 

@@ -352,6 +352,35 @@ def enumerate_schedules(space: Space, *, max_faults: int = 1) -> Iterator[Schedu
                 yield schedule
 
 
+def covering_schedules(space: Space) -> list[tuple[str, Schedule]]:
+    """One single-fault schedule for each kind of fault the space allows, with the point it
+    exercises: a kill at each declared point that is reached (the point's name), a
+    duplicate delivery ("D"), an authority change ("E"), a lookup timeout ("F"), a recovery
+    killed ("recovery.claimed"). After a generated exploration, those whose point the draw
+    never reached are run too: coverage must not depend on luck."""
+    seen: set[str] = set()
+    chosen: list[tuple[str, Schedule]] = []
+    for fault in _single_faults(space):
+        kinds = [kind for _, kind, _ in fault]
+        last = fault[-1][2]
+        if "duplicate" in kinds:
+            what = "D"
+        elif isinstance(last, ChangeAuthority):
+            what = "E"
+        elif isinstance(last, LookupTimeouts):
+            what = "F"
+        elif isinstance(last, Recover):
+            what = last.kill.point if last.kill else "recovery"
+        else:
+            what = last.point
+        if what not in seen:
+            seen.add(what)
+            schedule = _apply(space, [fault])
+            if schedule is not None:
+                chosen.append((what, schedule))
+    return chosen
+
+
 def schedules(space: Space, *, max_faults: int = 2) -> SearchStrategy[Schedule]:
     """A Hypothesis strategy of schedules with up to ``max_faults`` faults.
 

@@ -352,8 +352,9 @@ def test_hypothesis_profile_seed_and_example_database(pytester: pytest.Pytester)
     )
     result.assert_outcomes(passed=1, failed=1)
     tests = {t["nodeid"].rpartition("::")[2]: t for t in json.loads(report.read_text())["tests"]}
-    # The profile's max_examples bounds the generated schedules (plus the fault-free run).
-    assert tests["test_good"]["cases"] <= 1 + 3
+    # The profile's max_examples bounds the generated schedules, on top of the fault-free
+    # run and, for a point the draw never reached, one covering schedule (A, B, recovery).
+    assert tests["test_good"]["cases"] <= 1 + 3 + 3
     failure = tests["test_broken_generated"]["failure"]
     assert failure["schedule_text"] == "deliver message 0, kill at B (hit 1)"  # shrunk
     # Hypothesis's example database remembers the failing schedule.
