@@ -13,35 +13,20 @@ from pytest_crashpoints import (
     ProviderSpec,
     Scenario,
     Schedule,
-    State,
     reference_worker,
     run_case,
 )
-from pytest_crashpoints._context import Context
 from pytest_crashpoints._schedule import read_token, replay_token
-from pytest_crashpoints._toolcall import dispatch_and_confirm
+from scenarios.broken.agents import blind_retry_recovery
 
 from .test_reference_sweep import scenario as email_scenario
-
-
-def blind_recovery(ctx: Context) -> None:
-    """Broken on purpose: re-sends what is in flight without asking the provider."""
-    adapters = ctx.adapters()
-    for attempt in ctx.ledger.attempts():
-        if attempt.state is State.DISPATCHED:
-            for to in (State.UNKNOWN, State.RECONCILED, State.DISPATCHED):
-                attempt = ctx.ledger.transition(attempt.attempt_id, to, actor="r", reason="x")
-            dispatch_and_confirm(
-                ctx.ledger, adapters[attempt.tool_name], attempt, attempt.args, actor="r", where={}
-            )
-    ctx.recover()
 
 
 def test_twenty_replays_give_twenty_identical_verdicts(tmp_path: Path) -> None:
     base: Scenario = email_scenario(ProviderSpec("email"))
     broken = Scenario(
         worker=reference_worker,
-        recover=blind_recovery,
+        recover=blind_retry_recovery,
         messages=base.messages,
         providers=base.providers,
         authorities=base.authorities,
