@@ -106,71 +106,48 @@ class CrashpointsFixture:
         Returns the report when every schedule passed (or, with ``expect=``, when the
         expected violation was caught).
         """
-        from ._errors import CrashpointsError
-
-        try:
-            return self._run(
-                worker=worker,
-                recover=recover,
-                messages=messages,
-                authorities=authorities,
-                ledger_view=ledger_view,
-                transport_points=transport_points,
-                reference_messages=reference_messages,
-            )
-        except CrashpointsError as exc:
-            # A mistake in how the test is set up: one line that says what to do.
-            pytest.fail(f"crashpoints: {self.nodeid}: {exc}", pytrace=False)
-
-    def _run(
-        self,
-        *,
-        worker: Callable[[Any, Context], object],
-        recover: Callable[[Context], object],
-        messages: Sequence[Mapping[str, Any]],
-        authorities: Mapping[str, Authority] | None,
-        ledger_view: Callable[[Context], LedgerView] | None,
-        transport_points: Sequence[str],
-        reference_messages: Sequence[Mapping[str, Any]] | None,
-    ) -> TestReport:
         from ._case import Scenario
         from ._errors import CrashpointsError
         from ._explore import explore, render_failure
 
-        if self.report is not None:
-            raise CrashpointsError(
-                "crashpoints.run was already called in this test; call it once per test "
-                "(put several messages in one run, or write one test per scenario)."
+        try:
+            if self.report is not None:
+                raise CrashpointsError(
+                    "crashpoints.run was already called in this test; call it once per test "
+                    "(put several messages in one run, or write one test per scenario)."
+                )
+            providers = self.marker.providers
+            if not providers:
+                raise CrashpointsError(
+                    "the crashpoints marker names no providers; add e.g. "
+                    "providers=['email'] so the harness knows which fake providers to run."
+                )
+            scenario = Scenario(
+                worker=worker,
+                recover=recover,
+                messages=tuple(messages),
+                providers=providers,
+                authorities=dict(authorities or default_authorities(messages, providers)),
+                ledger_view=ledger_view,
+                transport_points=tuple(transport_points),
+                timeout=self.marker.timeout or self.options.timeout,
+                start_method=self.marker.start_method,  # type: ignore[arg-type]
             )
-        providers = self.marker.providers
-        if not providers:
-            raise CrashpointsError(
-                "the crashpoints marker names no providers; add e.g. "
-                "providers=['email'] so the harness knows which fake providers to run."
-            )
-        scenario = Scenario(
-            worker=worker,
-            recover=recover,
-            messages=tuple(messages),
-            providers=providers,
-            authorities=dict(authorities or default_authorities(messages, providers)),
-            ledger_view=ledger_view,
-            transport_points=tuple(transport_points),
-            timeout=self.marker.timeout or self.options.timeout,
-            start_method=self.marker.start_method,  # type: ignore[arg-type]
-        )
-        reference = None
-        if reference_messages is not None:
-            from ._reference import reference_recovery, reference_worker
+            reference = None
+            if reference_messages is not None:
+                from ._reference import reference_recovery, reference_worker
 
-            reference = dataclasses.replace(
-                scenario,
-                worker=reference_worker,
-                recover=reference_recovery,
-                messages=tuple(reference_messages),
-                ledger_view=None,
-                transport_points=(),
-            )
+                reference = dataclasses.replace(
+                    scenario,
+                    worker=reference_worker,
+                    recover=reference_recovery,
+                    messages=tuple(reference_messages),
+                    ledger_view=None,
+                    transport_points=(),
+                )
+        except CrashpointsError as exc:
+            # A mistake in how the test is set up: one line that says what to do.
+            pytest.fail(f"crashpoints: {self.nodeid}: {exc}", pytrace=False)
         settings = self.settings()
         report = explore(
             scenario, settings, base_dir=self.base_dir, nodeid=self.nodeid, reference=reference
