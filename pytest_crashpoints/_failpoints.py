@@ -41,8 +41,9 @@ Where the SPEC points fire
     the action is held as pending and fires at the start of the next :func:`crashpoint` call of
     any name in that worker. The reference ledger calls
     ``crashpoint("ledger.write", op=..., attempt_id=...)`` at the start of every write
-    transaction, so a transport C kill happens at the next ledger write (in the reference
-    wrapper: recording the provider request id) or at the next fail point, whichever is first.
+    transaction, so a transport C kill happens at the next ledger write or at the next fail
+    point, whichever is first (in the reference wrapper: its own ``crashpoint("B")`` right
+    after ``dispatch`` returns, before anything of the response is recorded).
     Code that calls ``crashpoint("C")`` itself is acted on at once. A pending action that never
     finds a next call does not fire.
 ``"D"``

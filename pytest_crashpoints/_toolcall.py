@@ -9,10 +9,22 @@
        adapter.dispatch(..., idempotency_key)
        crashpoint("B")                            the provider applied it; nothing of the
                                                   response is recorded yet
-    4. persist the provider request id
+    4. persist the provider request id            (its own commit, before the lookup; with
+                                                  a durable receipt, none: see step 5)
        crashpoint("C")                            the response arrived; the outcome is not
                                                   committed yet
     5. confirm through a durable receipt or the provider's lookup; otherwise UNKNOWN
+                                                  (one commit: the outcome and its event;
+                                                  with a durable receipt the request id and
+                                                  result ref too, named in the event)
+
+So a call that ends with a durable receipt makes three ledger commits (intent, DISPATCHED,
+request id with outcome); one that needs the lookup (or has none) makes four (intent,
+DISPATCHED, request id, outcome). A durable receipt is the provider's record of the effect and
+its request id arrives with it, so committing them together is persisting the id as soon as it
+comes back: a kill at C then leaves the attempt DISPATCHED with no request id, and recovery
+reconciles it as after a kill at B (the provider's lookup, a re-dispatch with the same key to
+an idempotent provider, or review).
 
 A tool adapter is a plain object that satisfies :class:`ToolAdapter`; no base class.
 """
@@ -209,9 +221,12 @@ def dispatch_and_confirm(
             reason=f"dispatch raised {type(exc).__name__}: {exc}; the effect may have happened",
         )
     crashpoint("B", **where)
-    attempt = ledger.record_provider_request_id(
-        attempt_id, receipt.request_id, result_ref=receipt.result_ref
-    )
+    if not receipt.durable:
+        # The lookup may take long or fail: the request id must be on disk before it.
+        attempt = ledger.record_provider_request_id(
+            attempt_id, receipt.request_id, result_ref=receipt.result_ref
+        )
+    # A durable receipt brings the request id with the proof: _confirm commits both at once.
     crashpoint("C", **where)
     return _confirm(ledger, adapter, attempt, receipt, actor=actor)
 
@@ -220,6 +235,8 @@ def _confirm(
     ledger: Ledger, adapter: ToolAdapter, attempt: Attempt, receipt: Receipt, *, actor: str
 ) -> Attempt:
     def settle(state: State, reason: str, found: Found | None = None) -> Attempt:
+        # The receipt's request id is already recorded unless the receipt is durable; a
+        # request id recorded first is kept (transition() only fills an empty one).
         return ledger.transition(
             attempt.attempt_id,
             state,
@@ -227,13 +244,17 @@ def _confirm(
             actor=actor,
             reason=reason,
             result_ref=found.result_ref if found else receipt.result_ref,
-            provider_request_id=found.request_id if found else None,
+            provider_request_id=found.request_id if found else receipt.request_id,
         )
 
     if receipt.durable:
+        # One commit: the provider request id, the result, the outcome and its event.
+        request = f"provider request {receipt.request_id}"
         if receipt.payload_hash not in (None, attempt.args_hash):
-            return settle(State.UNKNOWN, "the receipt's payload hash differs from the intent's")
-        return settle(State.OUTCOME_CONFIRMED, "durable receipt from the provider")
+            return settle(
+                State.UNKNOWN, f"the receipt's payload hash differs from the intent's ({request})"
+            )
+        return settle(State.OUTCOME_CONFIRMED, f"durable receipt from the provider ({request})")
     if not adapter.has_lookup:
         return settle(State.UNKNOWN, "no durable receipt and no lookup: a response is no proof")
     try:

@@ -1,5 +1,12 @@
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from pytest_crashpoints import (
@@ -9,14 +16,19 @@ from pytest_crashpoints import (
     ProviderRejected,
     State,
 )
+from pytest_crashpoints._failpoints import SPEC_POINTS, Fault, Kill
 from pytest_crashpoints._ledger import Attempt, Ledger
+from pytest_crashpoints._normalize import JSONValue
+from pytest_crashpoints._recovery import recover
 from pytest_crashpoints._toolcall import (
     Absent,
     Found,
     LookupResult,
+    Receipt,
     Unavailable,
     guarded_call,
 )
+from pytest_crashpoints._worker import Killed, run_worker
 
 from .conftest import ManualClock
 from .fakes import FakeMailer
@@ -165,3 +177,102 @@ def test_key_conflict_sends_nothing(ledger: Ledger, mailer: FakeMailer) -> None:
     with pytest.raises(IdempotencyKeyConflict):
         call(ledger, mailer, args={"to": "b@example.com", "invoice": "inv-7"})
     assert len(mailer.sent) == 1
+
+
+@pytest.fixture
+def commits(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The ledger's write transactions, by operation, as they begin (bench/guarded_call.py
+    counts them the same way)."""
+    ops: list[str] = []
+    original = Ledger._write
+
+    @contextlib.contextmanager
+    def counting(self: Ledger, op: str, attempt_id: str | None = None) -> Iterator[Any]:
+        ops.append(op)
+        with original(self, op, attempt_id) as conn:
+            yield conn
+
+    monkeypatch.setattr(Ledger, "_write", counting)
+    return ops
+
+
+def test_a_durable_receipt_is_committed_with_its_request_id_and_outcome_at_once(
+    ledger: Ledger, mailer: FakeMailer, commits: list[str]
+) -> None:
+    mailer.durable = True
+    attempt = call(ledger, mailer)
+    assert commits == ["record_intent", "transition", "transition"]
+    assert (attempt.state, attempt.provider_request_id, attempt.result_ref) == (
+        State.OUTCOME_CONFIRMED,
+        "req_1",
+        "msg_1",
+    )
+    outcome = ledger.events(attempt.attempt_id)[-1]
+    assert (outcome.from_state, outcome.to_state) == (State.DISPATCHED, State.OUTCOME_CONFIRMED)
+    assert "req_1" in outcome.reason
+
+
+def test_without_a_durable_receipt_the_request_id_is_committed_before_the_lookup(
+    ledger: Ledger, mailer: FakeMailer, commits: list[str]
+) -> None:
+    seen: list[str | None] = []
+    lookup = mailer.lookup
+
+    def looking(attempt: Attempt) -> LookupResult:
+        with Ledger(ledger.path) as observer:  # what another process reads meanwhile
+            seen.append(observer.get(attempt.attempt_id).provider_request_id)
+        return lookup(attempt)
+
+    mailer.lookup = looking  # type: ignore[method-assign]
+    attempt = call(ledger, mailer)
+    assert commits == ["record_intent", "transition", "record_provider_request_id", "transition"]
+    assert seen == ["req_1"]
+    assert (attempt.state, attempt.provider_request_id) == (State.OUTCOME_CONFIRMED, "req_1")
+
+
+@dataclasses.dataclass
+class JournaledMailer(FakeMailer):
+    """A FakeMailer whose journal is also a file, so the provider's record outlives a killed
+    worker."""
+
+    journal: Path | None = None
+
+    def dispatch(
+        self, args: Mapping[str, JSONValue], *, idempotency_key: str, authority: Authority
+    ) -> Receipt:
+        receipt = super().dispatch(args, idempotency_key=idempotency_key, authority=authority)
+        assert self.journal is not None
+        self.journal.write_text(json.dumps(self.sent))
+        return receipt
+
+
+def test_killed_at_c_after_a_durable_receipt_recovery_confirms_it(
+    ledger: Ledger, clock: ManualClock, tmp_path: Path
+) -> None:
+    journal = tmp_path / "provider-journal.json"
+    worker = JournaledMailer(ledger.path, durable=True, journal=journal)
+    outcome = run_worker(call, args=(ledger, worker), faults=[Fault("C", Kill())])
+    assert isinstance(outcome, Killed)
+    assert [h.point for h in outcome.hits if h.point in SPEC_POINTS] == ["A", "B", "C"]
+    # The response (with its request id) arrived; nothing of it reached the ledger.
+    (left,) = ledger.attempts()
+    assert (left.state, left.provider_request_id, left.result_ref) == (
+        State.DISPATCHED,
+        None,
+        None,
+    )
+    assert states(ledger, left) == [State.INTENT_RECORDED, State.DISPATCHED]
+
+    sent = [(key, digest) for key, digest in json.loads(journal.read_text())]
+    provider = FakeMailer(ledger.path, durable=True, sent=sent)
+    provider.lookup_answer = Found(
+        payload_hash=left.args_hash, result_ref="msg_1", request_id="req_1"
+    )
+    clock.advance(61)  # the dead worker's lease ran out
+    actions = recover(ledger, {"send_email": provider}, owner="recovery-1")
+    assert [(a.from_state, a.to_state) for a in actions] == [
+        (State.DISPATCHED, State.OUTCOME_CONFIRMED)
+    ]
+    done = ledger.get(left.attempt_id)
+    assert (done.provider_request_id, done.result_ref) == ("req_1", "msg_1")
+    assert len(provider.sent) == 1
