@@ -13,6 +13,7 @@ an injectable clock (the harness clock in tests), never from the wall clock dire
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import sqlite3
@@ -33,7 +34,7 @@ from ._errors import (
     UnknownAttempt,
 )
 from ._failpoints import crashpoint
-from ._normalize import JSONValue, args_hash, canonical_json
+from ._normalize import JSONValue, canonical_json, text_hash
 from ._states import FINAL_STATES, IN_FLIGHT_STATES, State, is_legal
 
 __all__ = ["SCHEMA_VERSION", "Attempt", "Event", "Ledger", "QueueEntry"]
@@ -167,6 +168,12 @@ class QueueEntry:
     provider_request_id: str | None
 
 
+@functools.lru_cache(maxsize=256)
+def _authority(tenant_id: str, scope_text: str, policy_version: str) -> Authority:
+    # Authority is frozen (its scope a frozenset): one object can serve every row that has it.
+    return Authority(tenant_id, parse_scope(scope_text), policy_version)
+
+
 def _attempt_from_row(row: sqlite3.Row) -> Attempt:
     return Attempt(
         attempt_id=row["attempt_id"],
@@ -178,9 +185,7 @@ def _attempt_from_row(row: sqlite3.Row) -> Attempt:
         state=State(row["state"]),
         provider_request_id=row["provider_request_id"],
         result_ref=row["result_ref"],
-        authority=Authority(
-            row["tenant_id"], parse_scope(row["credential_scope"]), row["policy_version"]
-        ),
+        authority=_authority(row["tenant_id"], row["credential_scope"], row["policy_version"]),
         owner=row["owner"],
         lease_expires_at=row["lease_expires_at"],
         next_attempt_at=row["next_attempt_at"],
@@ -340,6 +345,22 @@ class Ledger:
         return _attempt_from_row(row)
 
     @staticmethod
+    def _current_state(conn: sqlite3.Connection, attempt_id: str) -> State:
+        row = conn.execute(
+            "SELECT state FROM attempts WHERE attempt_id = ?", (attempt_id,)
+        ).fetchone()
+        if row is None:
+            raise UnknownAttempt(attempt_id)
+        return State(row[0])
+
+    @staticmethod
+    def _returned(row: sqlite3.Row | None, attempt_id: str) -> Attempt:
+        """The attempt an ``UPDATE ... RETURNING *`` wrote (no row: no such attempt)."""
+        if row is None:
+            raise UnknownAttempt(attempt_id)
+        return _attempt_from_row(row)
+
+    @staticmethod
     def _log(
         conn: sqlite3.Connection,
         attempt_id: str,
@@ -384,25 +405,20 @@ class Ledger:
                 "an empty idempotency key cannot name an effect; derive a stable key from what "
                 "makes the effect unique (e.g. 'invoice:tenant-7:2026-08-11:send')."
             )
-        digest = args_hash(args)
         text = canonical_json(args)
+        digest = text_hash(text)
         with self._write("record_intent") as conn:
-            row = conn.execute(
-                "SELECT * FROM attempts WHERE idempotency_key = ?", (idempotency_key,)
-            ).fetchone()
-            if row is not None:
-                existing = _attempt_from_row(row)
-                if existing.args_hash != digest:
-                    raise IdempotencyKeyConflict(idempotency_key, existing.args_hash, digest)
-                return existing, False
             now = self._clock()
             attempt_id = f"a-{uuid.uuid4().hex[:16]}"
             lease = None if lease_seconds is None else now + lease_seconds
-            conn.execute(
+            # A key already recorded inserts nothing and returns no row (the check and the
+            # insert are one statement; the transaction holds the write lock anyway).
+            row = conn.execute(
                 "INSERT INTO attempts (attempt_id, task_id, tool_name, args_hash, args_json, "
                 "idempotency_key, state, tenant_id, credential_scope, policy_version, owner, "
                 "lease_expires_at, parent_attempt_id, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (idempotency_key) DO NOTHING RETURNING *",
                 (
                     attempt_id,
                     task_id,
@@ -420,9 +436,17 @@ class Ledger:
                     now,
                     now,
                 ),
-            )
+            ).fetchone()
+            if row is None:
+                row = conn.execute(
+                    "SELECT * FROM attempts WHERE idempotency_key = ?", (idempotency_key,)
+                ).fetchone()
+                existing = _attempt_from_row(row)
+                if existing.args_hash != digest:
+                    raise IdempotencyKeyConflict(idempotency_key, existing.args_hash, digest)
+                return existing, False
             self._log(conn, attempt_id, None, state, now, actor, reason)
-            return self._read_attempt(conn, attempt_id), True
+            return _attempt_from_row(row), True
 
     def transition(
         self,
@@ -445,35 +469,46 @@ class Ledger:
         :class:`IllegalTransition` naming the attempt and both states; nothing is changed.
         Moving to DISPATCHED counts one more attempt.
         """
-        allowed: set[State] | None = None
-        if expected is not None:
-            allowed = {expected} if isinstance(expected, State) else set(expected)
+        if expected is None:
+            allowed: tuple[State, ...] = tuple(State)
+        else:
+            allowed = (expected,) if isinstance(expected, State) else tuple(expected)
+        # The states this move may start from: allowed by ``expected`` and by the table.
+        sources = {state for state in allowed if is_legal(state, to_state)}
         with self._write("transition", attempt_id) as conn:
-            current = self._read_attempt(conn, attempt_id)
-            if (allowed is not None and current.state not in allowed) or not is_legal(
-                current.state, to_state
-            ):
-                raise IllegalTransition(attempt_id, current.state.value, to_state.value)
+            if len(sources) == 1:
+                # One possible source: the compare-and-set is the UPDATE's WHERE clause.
+                (current,) = sources
+            else:
+                current = self._current_state(conn, attempt_id)
+            if current not in sources:
+                raise IllegalTransition(attempt_id, current.value, to_state.value)
             now = self._clock()
-            conn.execute(
+            dispatched = to_state is State.DISPATCHED
+            row = conn.execute(
                 "UPDATE attempts SET state = ?, updated_at = ?, "
                 "provider_request_id = coalesce(provider_request_id, ?), "
                 "result_ref = coalesce(?, result_ref), next_attempt_at = ?, "
                 "attempt_count = attempt_count + ?, dispatched_at = coalesce(?, dispatched_at) "
-                "WHERE attempt_id = ?",
+                "WHERE attempt_id = ? AND state = ? RETURNING *",
                 (
                     to_state.value,
                     now,
                     provider_request_id,
                     result_ref,
                     next_attempt_at,
-                    1 if to_state is State.DISPATCHED else 0,
-                    now if to_state is State.DISPATCHED else None,
+                    1 if dispatched else 0,
+                    now if dispatched else None,
                     attempt_id,
+                    current.value,
                 ),
-            )
-            self._log(conn, attempt_id, current.state, to_state, now, actor, reason)
-            return self._read_attempt(conn, attempt_id)
+            ).fetchone()
+            if row is None:  # not in the one source state (or no such attempt): nothing changed
+                raise IllegalTransition(
+                    attempt_id, self._current_state(conn, attempt_id).value, to_state.value
+                )
+            self._log(conn, attempt_id, current, to_state, now, actor, reason)
+            return _attempt_from_row(row)
 
     def record_provider_request_id(
         self, attempt_id: str, provider_request_id: str, *, result_ref: str | None = None
@@ -481,24 +516,23 @@ class Ledger:
         """Persist the provider's request id (and the id of what it created, if the answer
         names it) as soon as they are known (safe order, step 4)."""
         with self._write("record_provider_request_id", attempt_id) as conn:
-            self._read_attempt(conn, attempt_id)
-            conn.execute(
+            row = conn.execute(
                 "UPDATE attempts SET provider_request_id = ?, "
-                "result_ref = coalesce(?, result_ref), updated_at = ? WHERE attempt_id = ?",
+                "result_ref = coalesce(?, result_ref), updated_at = ? WHERE attempt_id = ? "
+                "RETURNING *",
                 (provider_request_id, result_ref, self._clock(), attempt_id),
-            )
-            return self._read_attempt(conn, attempt_id)
+            ).fetchone()
+            return self._returned(row, attempt_id)
 
     def defer(self, attempt_id: str, *, until: float, actor: str) -> Attempt:
         """Back off: leave the state alone and set ``next_attempt_at`` (harness time)."""
         with self._write("defer", attempt_id) as conn:
-            self._read_attempt(conn, attempt_id)
-            conn.execute(
+            row = conn.execute(
                 "UPDATE attempts SET next_attempt_at = ?, owner = ?, updated_at = ? "
-                "WHERE attempt_id = ?",
+                "WHERE attempt_id = ? RETURNING *",
                 (until, actor, self._clock(), attempt_id),
-            )
-            return self._read_attempt(conn, attempt_id)
+            ).fetchone()
+            return self._returned(row, attempt_id)
 
     def claim(self, attempt_id: str, *, owner: str, lease_seconds: float) -> Attempt:
         """Take ownership of an attempt for ``lease_seconds`` of clock time.
@@ -509,32 +543,32 @@ class Ledger:
         if lease_seconds <= 0:
             raise LedgerError(f"lease_seconds must be positive, not {lease_seconds!r}.")
         with self._write("claim", attempt_id) as conn:
-            current = self._read_attempt(conn, attempt_id)
+            held = conn.execute(
+                "SELECT owner, lease_expires_at FROM attempts WHERE attempt_id = ?", (attempt_id,)
+            ).fetchone()
+            if held is None:
+                raise UnknownAttempt(attempt_id)
+            holder, expires = held
             now = self._clock()
-            if (
-                current.owner is not None
-                and current.owner != owner
-                and current.lease_expires_at is not None
-                and current.lease_expires_at > now
-            ):
-                raise LeaseHeld(attempt_id, current.owner, current.lease_expires_at)
-            conn.execute(
+            if holder is not None and holder != owner and expires is not None and expires > now:
+                raise LeaseHeld(attempt_id, holder, expires)
+            row = conn.execute(
                 "UPDATE attempts SET owner = ?, lease_expires_at = ?, updated_at = ? "
-                "WHERE attempt_id = ?",
+                "WHERE attempt_id = ? RETURNING *",
                 (owner, now + lease_seconds, now, attempt_id),
-            )
-            return self._read_attempt(conn, attempt_id)
+            ).fetchone()
+            return self._returned(row, attempt_id)
 
     def release(self, attempt_id: str, *, owner: str) -> Attempt:
         """End ``owner``'s lease now (the owner stays recorded, so work is never ownerless)."""
         with self._write("release", attempt_id) as conn:
-            current = self._read_attempt(conn, attempt_id)
-            if current.owner == owner:
-                conn.execute(
-                    "UPDATE attempts SET lease_expires_at = ?, updated_at = ? WHERE attempt_id = ?",
-                    (self._clock(), self._clock(), attempt_id),
-                )
-            return self._read_attempt(conn, attempt_id)
+            row = conn.execute(
+                "UPDATE attempts SET lease_expires_at = ?, updated_at = ? "
+                "WHERE attempt_id = ? AND owner = ? RETURNING *",
+                (self._clock(), self._clock(), attempt_id, owner),
+            ).fetchone()
+            # No row: someone else's lease (left alone), or no such attempt (UnknownAttempt).
+            return self._read_attempt(conn, attempt_id) if row is None else _attempt_from_row(row)
 
     def link_attempt(
         self,

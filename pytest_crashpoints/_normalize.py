@@ -75,4 +75,10 @@ def canonical_json(args: Mapping[str, Any]) -> str:
 
 def args_hash(args: Mapping[str, Any]) -> str:
     """SHA-256 (hex) of the canonical JSON of ``args``, encoded as UTF-8."""
-    return hashlib.sha256(canonical_json(args).encode("utf-8")).hexdigest()
+    return text_hash(canonical_json(args))
+
+
+def text_hash(text: str) -> str:
+    """SHA-256 (hex) of ``text`` encoded as UTF-8: :func:`args_hash` of arguments whose
+    :func:`canonical_json` is ``text``."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

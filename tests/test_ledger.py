@@ -132,9 +132,55 @@ def test_compare_and_set_refuses_a_move_from_an_unexpected_state(ledger: Ledger)
     assert ledger.get(attempt.attempt_id).state is State.DISPATCHED
 
 
+def test_a_refused_compare_and_set_names_the_state_it_found(ledger: Ledger) -> None:
+    attempt, _ = intent(ledger)
+    ledger.transition(attempt.attempt_id, State.DISPATCHED, actor="w1", reason="send")
+    before = ledger.get(attempt.attempt_id)
+    for expected in (State.INTENT_RECORDED, (State.INTENT_RECORDED, State.FAILED_RETRYABLE)):
+        with pytest.raises(IllegalTransition, match="from DISPATCHED to FAILED"):
+            ledger.transition(
+                attempt.attempt_id, State.FAILED, expected=expected, actor="w2", reason="stale"
+            )
+    assert ledger.get(attempt.attempt_id) == before
+    assert len(ledger.events()) == 2
+    moved = ledger.transition(
+        attempt.attempt_id,
+        State.UNKNOWN,
+        expected=(State.INTENT_RECORDED, State.DISPATCHED),
+        actor="w1",
+        reason="no answer",
+    )
+    assert moved.state is State.UNKNOWN
+    assert (ledger.events()[-1].from_state, ledger.events()[-1].to_state) == (
+        State.DISPATCHED,
+        State.UNKNOWN,
+    )
+
+
 def test_unknown_attempt(ledger: Ledger) -> None:
     with pytest.raises(UnknownAttempt, match="no attempt 'a-missing'"):
         ledger.transition("a-missing", State.DISPATCHED, actor="w", reason="x")
+    with pytest.raises(UnknownAttempt):
+        ledger.transition(
+            "a-missing", State.DISPATCHED, expected=State.INTENT_RECORDED, actor="w", reason="x"
+        )
+    for write in (
+        lambda: ledger.record_provider_request_id("a-missing", "req_1"),
+        lambda: ledger.defer("a-missing", until=1.0, actor="w"),
+        lambda: ledger.claim("a-missing", owner="w", lease_seconds=1.0),
+        lambda: ledger.release("a-missing", owner="w"),
+    ):
+        with pytest.raises(UnknownAttempt):
+            write()
+    assert ledger.attempts() == []
+
+
+def test_only_the_owner_releases_a_lease(ledger: Ledger, clock: ManualClock) -> None:
+    attempt, _ = intent(ledger)
+    held = ledger.claim(attempt.attempt_id, owner="recovery-1", lease_seconds=10)
+    assert ledger.release(attempt.attempt_id, owner="recovery-2") == held
+    released = ledger.release(attempt.attempt_id, owner="recovery-1")
+    assert (released.owner, released.lease_expires_at) == ("recovery-1", clock.t)
 
 
 def test_event_log_is_append_only(ledger: Ledger) -> None:
