@@ -17,11 +17,12 @@ on a copy of the run directory with recovery killed midway, and compares the end
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import hashlib
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -534,15 +535,27 @@ def _snapshot(case: _Case, target: Path) -> CaseEnv:
     journals, authority store, clock) as a new env under ``target``.
 
     Every worker is dead and the parent writes nothing meanwhile, so each SQLite file is
-    copied with its WAL and shared-memory files in a consistent state.
+    copied with its WAL and shared-memory files in a consistent state. The copy is made in a
+    worker process, never here: POSIX drops all of a process's locks on a file when the
+    process closes any descriptor of it, so reading the files of this process's open SQLite
+    connections here would silently drop their locks (and a later process would take itself
+    for the only user of the database, and reset its WAL under our connections).
     """
-    source = case.env.path
-    shutil.copytree(
-        source,
-        target,
-        ignore=lambda folder, names: [target.name] if Path(folder) == source else [],
+    from ._worker import Completed, run_worker
+
+    outcome = run_worker(
+        _copy_run_dir, args=(str(case.env.path), str(target)), timeout=case.scenario.timeout
     )
+    if not isinstance(outcome, Completed):
+        raise CrashpointsError(
+            f"could not copy the run directory {case.env.path} to {target}: {outcome}"
+        )
     return dataclasses.replace(case.env, root=str(target))
+
+
+def _copy_run_dir(source: str, target: str) -> None:
+    top, name = Path(source), Path(target).name
+    shutil.copytree(top, target, ignore=lambda folder, names: [name] if Path(folder) == top else [])
 
 
 def _killed_recovery_diff(
@@ -582,6 +595,23 @@ def _prepare_parent() -> None:
     prime_wall_time_pins()
 
 
+@contextlib.contextmanager
+def fork_server_for(*scenarios: Scenario | None) -> Iterator[None]:
+    """Start the workers of the cases of ``scenarios`` from one fork server (``_forkserver``)
+    until the block ends: each worker then moves an inherited wall-time pin instead of
+    starting freezegun anew. The scenarios' callables and messages are passed to the server
+    by reference, so closures work as under a plain fork."""
+    from ._forkserver import serving
+
+    _prepare_parent()
+    keep: list[object] = []
+    for scenario in scenarios:
+        if scenario is not None:
+            keep += [scenario.worker, scenario.recover, *scenario.messages]
+    with serving(keep):
+        yield
+
+
 def run_case(
     scenario: Scenario,
     schedule: Schedule,
@@ -599,12 +629,12 @@ def run_case(
     """
     from ._rundir import RunDir
 
-    _prepare_parent()
     run = RunDir.create(base_dir, name)
     env = CaseEnv(str(run.path), scenario.providers, scenario.transport_points)
     passed = False
     try:
-        result = _run(scenario, schedule, env, expected)
+        with fork_server_for(scenario):
+            result = _run(scenario, schedule, env, expected)
         passed = result.passed and not keep
         kept = run.close(passed=passed)
         return dataclasses.replace(result, run_dir=kept)

@@ -25,10 +25,11 @@ import fcntl
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from ._errors import HarnessUsageError
 
-__all__ = ["HARNESS_EPOCH", "HarnessClock", "pin_wall_time"]
+__all__ = ["HARNESS_EPOCH", "HarnessClock", "pin_at_epoch", "pin_wall_time"]
 
 HARNESS_EPOCH = _dt.datetime(2026, 1, 1, tzinfo=_dt.timezone.utc)
 """The wall time that harness time 0 stands for inside a worker."""
@@ -119,25 +120,47 @@ class HarnessClock:
             os.close(fd)
 
 
+#: This process's freezegun pin, once started. A worker forked from the fork server inherits
+#: the server's pin and only moves it.
+_frozen: Any = None
+
+
 def pin_wall_time(clock: HarnessClock) -> Callable[[], None]:
     """Pin this process's wall time to ``clock`` with freezegun; return the re-sync function.
 
-    Only a worker calls this, once, in the child before the user's callable runs. The returned
+    Only a worker calls this, in the child before the user's callable runs. The returned
     function moves the pin to the clock's current time (the worker calls it at every fail
-    point). The pin is never lifted: the worker process ends with it.
+    point). The pin is never lifted: the worker process ends with it. When this process
+    already has a pin (a worker forked from the fork server, which pinned itself once with
+    :func:`pin_at_epoch`), the pin is only moved: freezegun's ``start()``, which walks every
+    loaded module, is not repeated.
     """
-    from freezegun import freeze_time
+    global _frozen
+    if _frozen is None:
+        from freezegun import freeze_time
 
-    # No extra ignores: freezegun gives real time to any call with an ignored module among
-    # the caller's nearest frames, and the worker's entry (ours, under multiprocess's) is
-    # right under the user's callable. The child itself needs no real time.
-    freezer = freeze_time(clock.datetime())
-    frozen = freezer.start()
+        # No extra ignores: freezegun gives real time to any call with an ignored module
+        # among the caller's nearest frames, and the worker's entry (ours, under
+        # multiprocess's) is right under the user's callable. The child needs no real time.
+        _frozen = freeze_time(clock.datetime()).start()
+    else:
+        _frozen.move_to(clock.datetime())
+    frozen = _frozen
 
     def resync() -> None:
         frozen.move_to(clock.datetime())
 
     return resync
+
+
+def pin_at_epoch() -> None:
+    """Pin this process's wall time at :data:`HARNESS_EPOCH`, for processes forked from it to
+    move (the fork server calls this once). Never call it in the harness's own process."""
+    global _frozen
+    if _frozen is None:
+        from freezegun import freeze_time
+
+        _frozen = freeze_time(HARNESS_EPOCH).start()
 
 
 _primed_modules = 0

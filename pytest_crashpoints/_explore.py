@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Literal
 
-from ._case import CaseResult, Scenario, run_case
+from ._case import CaseResult, Scenario, fork_server_for, run_case
 from ._errors import CrashpointsError
 from ._invariants import INVARIANTS
 from ._schedule import (
@@ -321,8 +321,21 @@ def explore(
     With ``reference`` (the same messages for the reference worker and recovery), every
     schedule also runs on the reference, and the report lists where the final outcomes
     differ: a difference is information, not a violation (parking an ambiguous send in
-    MANUAL_REVIEW where the reference confirms it can both be correct).
+    MANUAL_REVIEW where the reference confirms it can both be correct). Every worker of
+    the exploration is forked from one fork server.
     """
+    with fork_server_for(scenario, reference):
+        return _explore(scenario, settings, base_dir=base_dir, nodeid=nodeid, reference=reference)
+
+
+def _explore(
+    scenario: Scenario,
+    settings: CrashSettings,
+    *,
+    base_dir: Path,
+    nodeid: str,
+    reference: Scenario | None,
+) -> TestReport:
     from ._schedule import decode_token
 
     explorer = _Explorer(scenario, settings, base_dir=base_dir, nodeid=nodeid, reference=reference)

@@ -179,20 +179,54 @@ def start_worker(
             raise HarnessUsageError(
                 f"{fault!r} is not a Fault; arm a point with Fault('A', Kill()) and friends."
             )
+    if start_method == "fork":
+        from . import _forkserver
+
+        server = _forkserver.active()
+        if server is not None:
+            served = server.start_worker(
+                fn,
+                args=tuple(args),
+                kwargs=dict(kwargs or {}),
+                faults=plan,
+                timeout=float(timeout),
+                clock_path=None if clock is None else str(clock.path),
+                log_path=None if log is None else os.fspath(log),
+            )
+            if served is not None:
+                _live[served.pid] = served
+                return served
+    worker = _start_process(
+        fn,
+        args=tuple(args),
+        kwargs=dict(kwargs or {}),
+        faults=plan,
+        timeout=float(timeout),
+        start_method=start_method,
+        clock_path=None if clock is None else str(clock.path),
+        log_path=None if log is None else os.fspath(log),
+    )
+    _live[worker.pid] = worker
+    return worker
+
+
+def _start_process(
+    fn: Callable[..., object],
+    *,
+    args: tuple[object, ...],
+    kwargs: dict[str, object],
+    faults: tuple[Fault, ...],
+    timeout: float,
+    start_method: StartMethod,
+    clock_path: str | None,
+    log_path: str | None,
+) -> Worker:
+    """Start a worker as a child of this process (not registered in ``_live`` yet)."""
     ctx = multiprocess.get_context(start_method)
     parent_conn, child_conn = ctx.Pipe(duplex=True)
     process = ctx.Process(
         target=_child_main,
-        args=(
-            fn,
-            tuple(args),
-            dict(kwargs or {}),
-            plan,
-            child_conn,
-            os.getpid(),
-            None if clock is None else str(clock.path),
-            None if log is None else os.fspath(log),
-        ),
+        args=(fn, args, kwargs, faults, child_conn, os.getpid(), clock_path, log_path),
         name=f"crashpoints-worker-{getattr(fn, '__name__', 'fn')}",
         daemon=False,
     )
@@ -211,9 +245,7 @@ def start_worker(
     with contextlib.suppress(OSError):
         # Also done by the child; whichever runs first wins the race with an early kill.
         os.setpgid(process.pid, process.pid)
-    worker = Worker(process, parent_conn, timeout=float(timeout), started=started)
-    _live[worker.pid] = worker
-    return worker
+    return Worker(process, parent_conn, timeout=timeout, started=started)
 
 
 def run_worker(
