@@ -74,7 +74,8 @@ class _Probe:
         def timed_run_worker(fn: Any, **kwargs: Any) -> Any:
             start = _now()
             outcome = run_worker(fn, **kwargs)
-            probe.runs.append((start, _now()))
+            if kwargs.get("clock") is not None:  # a worker or recovery (not the run-dir copy)
+                probe.runs.append((start, _now()))
             return outcome
 
         worker_module._child_main = timed_child_main
@@ -94,7 +95,8 @@ class _Probe:
         for line in self.log.read_text().splitlines():
             pid, label, at = line.split()
             marks.setdefault(int(pid), {})[label] = float(at)
-        children = sorted(marks.values(), key=lambda m: m["child"])
+        # The fork server is a child too, but no run: it never pins a clock.
+        children = sorted((m for m in marks.values() if "pin" in m), key=lambda m: m["child"])
         totals = dict.fromkeys(("fork", "pin wall time", "callable", "exit and reap"), 0.0)
         for (start, end), m in zip(sorted(self.runs), children, strict=True):
             totals["fork"] += m["child"] - start

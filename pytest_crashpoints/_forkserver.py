@@ -26,6 +26,7 @@ started directly, as without a server (:meth:`ForkServer.start_worker` returns `
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import os
 import pickle
@@ -34,7 +35,8 @@ import socket
 import sys
 import time
 import traceback
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import multiprocess
@@ -185,19 +187,12 @@ class ForkServer:
         self._server.kill()  # reaps it (and kills it if it did not stop in time)
 
     def _dumps(self, obj: object) -> bytes:
-        from multiprocess.reduction import ForkingPickler
-
-        buffer = io.BytesIO()
-        keep = self._keep
-
-        class _Pickler(ForkingPickler):  # type: ignore[misc]
-            def persistent_id(self, obj: object) -> int | None:
-                key = id(obj)
-                return key if key in keep and keep[key] is obj else None
-
-        buffer.write(b"F")
-        _Pickler(buffer, pickle.HIGHEST_PROTOCOL).dump(obj)
-        return buffer.getvalue()
+        """``b"F"`` and the pickled request: by the C pickler when it can (fast), else by dill
+        (closures and lambdas by value); the kept objects by reference either way."""
+        try:
+            return _dumps(_KeepingPickler, obj, self._keep)
+        except Exception:
+            return _dumps(_dill_pickler(), obj, self._keep)
 
     def _answer(self) -> tuple[Any, ...]:
         assert self._control is not None
@@ -219,6 +214,34 @@ class ForkServer:
             self._control.close()
             self._control = None
         self._server.kill()
+
+
+class _KeepingPickler(pickle.Pickler):
+    """Pickles the kept objects as references to the server's copy."""
+
+    keep: Mapping[int, object] = MappingProxyType({})  # set per instance by _dumps
+
+    def persistent_id(self, obj: object) -> int | None:
+        key = id(obj)
+        return key if key in self.keep and self.keep[key] is obj else None
+
+
+def _dill_pickler() -> type[pickle.Pickler]:
+    from multiprocess.reduction import ForkingPickler
+
+    class _KeepingDillPickler(ForkingPickler):  # type: ignore[misc]
+        persistent_id = _KeepingPickler.persistent_id
+
+    return _KeepingDillPickler
+
+
+def _dumps(pickler: type[pickle.Pickler], obj: object, keep: dict[int, object]) -> bytes:
+    buffer = io.BytesIO()
+    buffer.write(b"F")
+    instance = pickler(buffer, pickle.HIGHEST_PROTOCOL)
+    instance.keep = keep  # type: ignore[attr-defined]
+    instance.dump(obj)
+    return buffer.getvalue()
 
 
 class _ServedProcess:
@@ -254,6 +277,9 @@ def _serve(control: Connection, harness_end: int, keep: dict[int, object]) -> No
     # would never see the harness close it.
     os.close(harness_end)
     pin_at_epoch()
+    # Everything alive now is shared with every worker: keep the collector from walking it
+    # in a worker (each object it touches is a page the worker must copy).
+    gc.freeze()
     me = os.getpid()
     children: set[int] = set()
 
