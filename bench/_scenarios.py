@@ -13,7 +13,7 @@ try:
 except ImportError:  # before the rename of the schedule's Kill (the fail point's is Kill too)
     from pytest_crashpoints._schedule import Kill as KillAt  # type: ignore[attr-defined,no-redef]
 
-__all__ = ["AUTHORITY", "KillAt", "email_scenario", "warm_parent"]
+__all__ = ["AUTHORITY", "KillAt", "email_scenario"]
 
 AUTHORITY = Authority.of(
     tenant_id="tenant-7", credential_scope="email:read email:write", policy_version="p1"
@@ -46,22 +46,3 @@ def email_scenario(*, calls: int = 1, messages: int = 1) -> Scenario:
         providers=(ProviderSpec("email"),),
         authorities={"t-1": AUTHORITY},
     )
-
-
-def warm_parent() -> None:
-    """What recommendation R1 (docs/performance.md) asks the harness to do once per process,
-    done here from the outside: import what every worker imports, and let freezegun build its
-    module cache in the parent, so each forked worker inherits both instead of redoing them."""
-    import datetime
-
-    import freezegun
-    import httpx  # noqa: F401
-
-    import fake_providers  # noqa: F401
-    import pytest_crashpoints._adapters
-    import pytest_crashpoints._recovery
-    import pytest_crashpoints._transport  # noqa: F401
-
-    freezer = freezegun.freeze_time(datetime.datetime(2026, 1, 1))
-    freezer.start()
-    freezer.stop()

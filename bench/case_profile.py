@@ -6,7 +6,8 @@ time the child spends pinning its wall time to the harness clock (freezegun: imp
 ``start``), the time in the callable (the worker's or recovery's real work, up to its end or
 its kill), and the time from there until the parent has reaped it (result pickling, exit,
 join). What is left of the case's wall time is the parent's own work (set-up, observations,
-snapshots, checks). Measured as shipped, then with the parent warmed up (recommendation R1).
+snapshots, checks). Measured as shipped, then with every worker forked by the harness itself
+(no fork server, as before recommendation R2).
 Timestamps come from ``CLOCK_MONOTONIC``, which freezegun does not pin.
 """
 
@@ -20,12 +21,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest_crashpoints._case as case_module
 import pytest_crashpoints._worker as worker_module
 from pytest_crashpoints._case import run_case
 from pytest_crashpoints._schedule import Deliver, Schedule
 
 from . import _stats
-from ._scenarios import KillAt, email_scenario, warm_parent
+from ._scenarios import KillAt, email_scenario
+from .crash_case import no_fork_server
 
 
 def _now() -> float:
@@ -167,9 +170,12 @@ def main() -> None:
         cold["child cumulative (completed processes)"] = _child_hotspots(
             scenario, schedule, base, hot_dir
         )
-        warm_parent()
-        run_case(scenario, schedule, base_dir=base)
-        warm = _profile_once(scenario, schedule, base, log)
+        original = case_module.fork_server_for
+        case_module.fork_server_for = no_fork_server  # type: ignore[assignment]
+        try:
+            direct = _profile_once(scenario, schedule, base, log)
+        finally:
+            case_module.fork_server_for = original
     share = cold["phases"]["pin wall time"] / cold["wall"]
     _stats.emit(
         _stats.result(
@@ -180,10 +186,11 @@ def main() -> None:
             status="profile",
             figure=(
                 f"{cold['wall'] * 1e3:.0f} ms in {cold['processes']} processes; pinning wall "
-                f"time (freezegun) {share:.0%}; warmed parent: {warm['wall'] * 1e3:.0f} ms"
+                f"time (freezegun) {share:.0%}; without the fork server: "
+                f"{direct['wall'] * 1e3:.0f} ms"
             ),
             command="python -m bench.case_profile",
-            details={"as shipped": cold, "parent warmed (R1)": warm},
+            details={"as shipped": cold, "no fork server": direct},
         )
     )
 

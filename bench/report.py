@@ -39,11 +39,11 @@ MEASURED = """\
 4. **Guarded call**: `guarded_call` on the reference ledger with an adapter that answers at
    once with a durable receipt, so only the ledger's safe order is timed, against raw
    `BEGIN IMMEDIATE` commits on a WAL, `synchronous=FULL` SQLite file in the same directory.
-   The issue says three commits; the safe order of SPEC section 2 makes four (intent,
-   DISPATCHED, provider request id, outcome), so the figure is given against both. The same
-   pair is also timed with `synchronous=OFF` (in `bench/results.json`): what the ledger costs
-   besides waiting for the disk. With fsync this figure swings with the disk's latency at the
-   moment (0.3x to 0.9x of three raw commits across runs on the same machine).
+   With a durable receipt the ledger makes three commits (the intent; DISPATCHED; the
+   provider request id with the outcome); without one, four (the request id is committed
+   before the lookup). The WAL pages each side writes are counted, and the same pair is also
+   timed with `synchronous=OFF` (in `bench/results.json`): what the ledger costs besides
+   waiting for the disk. With fsync the ratio swings with the disk's latency at the moment.
 5. **Start-up**: `pytest --collect-only` of 200 plain tests in a temporary directory, plugin
    installed and loaded from its entry point but unused, against `-p no:crashpoints`. The
    verdict uses the fastest run of each (load on the machine only adds time); the median of
@@ -90,11 +90,11 @@ def _profile(items: list[dict[str, Any]]) -> list[str]:
         "child's wall time to the harness clock (freezegun), the callable itself (the real",
         "work, to its end or its kill), and exit plus reap; the parent's own work is the rest.",
         "",
-        "| phase | as shipped (ms) | parent warmed, R1 (ms) |",
+        "| phase | as shipped: fork server (ms) | workers forked by the harness (ms) |",
         "|---|---|---|",
     ]
     cold = profile["details"]["as shipped"]
-    warm = profile["details"]["parent warmed (R1)"]
+    warm = profile["details"]["no fork server"]
     for phase, value in cold["phases"].items():
         lines.append(f"| {phase} | {value * 1e3:.0f} | {warm['phases'][phase] * 1e3:.0f} |")
     lines.append(
@@ -111,76 +111,67 @@ def _profile(items: list[dict[str, Any]]) -> list[str]:
 KNOWN_COSTS = """\
 ## Known costs
 
-Recommendations from the profiles above, in order of gain. They touch `pytest_crashpoints/`,
-which the benchmark does not change; which of them the measured tree already carries:
-{applied}.
+What the profiles found, what was changed, and what is left. Which changes the measured tree
+carries: {applied}.
 
-**R1. Pinning wall time costs most of every process: warm freezegun up in the parent.**
-`_clock.pin_wall_time` (called by `_worker._child_main` in every worker and recovery process)
-imports freezegun and calls `freeze_time(...).start()`, which walks every loaded module and
-`getattr`s each attribute to find references to the real time functions. In a fresh child
-that walk also *imports* whatever lazily loaded modules answer `getattr` (anyio's
-`_lazyimport`, dateutil), so each child pays about 60-80 ms for it. freezegun caches the walk per
-module (`freezegun.api._GLOBAL_MODULES_CACHE`, keyed by a hash of the module's `dir()`), and
-a forked child inherits the parent's cache. Recommended change: in the parent, before the
-first fork of a worker with a clock (e.g. in `_worker.start_worker`, once per process, again
-when `len(sys.modules)` has grown), import freezegun, httpx, `fake_providers`, `_adapters`,
-`_recovery` and `_transport`, and run `freeze_time(HARNESS_EPOCH).start()` then `.stop()`
-once. Evidence: the same case (same end-state fingerprint) goes from the "as shipped" to the
-"parent warmed" column above (`bench/_scenarios.py:warm_parent` does exactly this from the
-outside). Caveat: start/stop patches and restores the parent's module attributes for a
-moment; do it in the main thread between cases, or fill the cache without patching via
-`freezegun.api._get_cached_module_attributes(module)` for each module (private API).
+**R1. Pinning wall time cost most of every process (applied).** `_clock.pin_wall_time`
+calls freezegun's `freeze_time(...).start()` in every worker and recovery process, which walks
+every loaded module (and, in a fresh child, imports whatever lazily loaded modules answer
+`getattr`): 60-80 ms per process. The parent now imports what workers import and fills
+freezegun's per-module cache once (`_clock.prime_wall_time_pins`), so forked children inherit
+it: about 10 ms per process were left.
 
-**R2. Even warm, the pin is the largest per-process cost: fork from a pinned template.**
-After R1 each child still re-hashes `dir()` of every module in `freeze_time().start()`
-(about 9 ms per process). A fork server that starts freezegun once and forks every worker
-from there would only `move_to` the pin (microseconds). This is a bigger change: the
-lifetime guarantees of `_worker` (process group, `PR_SET_PDEATHSIG` tied to the parent
-thread, the registry of live workers) must hold for the grandchildren.
+**R2. Fork from a pinned process (applied).** Those 10 ms were freezegun re-hashing `dir()` of
+every module. `explore()` and `run_case()` now start their workers from a fork server
+(`_forkserver`): a worker of the harness that pins itself once and forks each worker on
+request; a worker only moves the inherited pin. Requests travel pickled (the C pickler, dill
+for closures; the scenario's callables and messages by reference to the server's copy); a
+request that cannot be pickled is started directly. The lifetime guarantees hold one level
+down: each worker leads its own process group, `PR_SET_PDEATHSIG` ties it to the server and
+the server to the harness, the harness still kills a worker's group before the server reaps
+it, and the server is in the registry of live workers (`tests/test_forkserver.py`). A no-op
+worker now costs about twice a bare fork (item 1's details), against about ten times without
+the server. The server also collects no garbage it inherited (`gc.freeze`).
 
-**R3. One recovery process per case is nearly redundant (a trade-off, the lead's call).** In
-`_case._run`, after `_quiet(case)` the harness runs recovery once more to check invariant 6.
-`_quiet` only returns early after a recovery run that left `state_lines()` unchanged, and
-`state_lines()` includes every provider effect, so that last quiet run is already a second
-run that changed nothing and applied no effect; only its new provider requests would need
-recording (`new_requests`). Reusing it when `_quiet` converged (keeping the explicit run when
-it stopped at `QUIET_ROUNDS`) saves one of the seven processes of a crash case and one of the
-three of a fault-free case (about 14% and 33% of their time). It is not free: the explicit
-run happens `QUIET_STEP` later in harness time, so it also catches a recovery that acts again
-only after a longer wait (a backoff between one and two quiet steps). Keep it if that
-coverage is wanted.
+Found on the way: the killed-recovery replay copied the run directory in the harness process.
+Closing a descriptor of a file drops every POSIX lock the process holds on it, so the copy
+silently released the locks of the harness's own SQLite connections; a later worker that
+closed the ledger took itself for its last user and deleted the WAL, and the harness's
+connection went on reading a stale snapshot. Workers forked straight from the harness
+inherited its SQLite state and hid it; the fork server exposed it. The copy now runs in a
+worker (`_case._snapshot`, regression test in `tests/test_forkserver.py`).
 
-**R4. The plugin's import pulled in the whole package.** `plugin.py` is inside
-`pytest_crashpoints`, so every pytest run of every user executes
-`pytest_crashpoints/__init__.py`, which imports the ledger, recovery, tool call, fail points,
-authority store and `sqlite3` (most of the plugin's import time in item 5). Make the
-package's `__init__` lazy (a PEP 562 `__getattr__` from name to submodule, `__all__` kept,
-the imports under `TYPE_CHECKING` for mypy), or move the `pytest11` entry point to a
-top-level module outside the package, as Hypothesis did with `_hypothesis_pytestplugin`.
+**R3. The settled quiet run is invariant 6's second run (applied).** `_quiet` returns only
+after a recovery run that changed nothing (ledger and provider effects alike); that run is
+reused instead of starting one more recovery process. When the quiet phase does not settle,
+the explicit second run still happens and its changes are the evidence.
 
-**R5. A ledger commit writes about four times the pages of a raw row, and re-reads the row.**
-The safe order makes four durable commits per call (SPEC section 2 steps 2-5, crash points A,
-B and C between them); they cannot be merged without losing a crash point. Each commit writes
-four to five WAL frames (the attempt row and its indexes: the text primary key, the unique
-idempotency key, `attempts_by_state`, `attempts_by_task`; the event row and
-`events_by_attempt`; and `sqlite_sequence` while `events` used `AUTOINCREMENT`) against one or
-two for a raw row; with `synchronous=FULL` all of them go through the fsync. Without fsync the
-ledger still takes several times the raw commits' time: every write in `_ledger.py`
-(`record_intent`, `transition`, `record_provider_request_id`) reads the attempt back with
-`SELECT *` and rebuilds it (`_attempt_from_row`: `json.loads`, `parse_scope`). Options, in
-order of safety: drop `AUTOINCREMENT` from `events` (the append-only triggers already forbid
-the deletes that would let an id be reused); use `UPDATE ... RETURNING *` (SQLite 3.35+, here
-3.40) instead of the separate read; make `attempts` a `WITHOUT ROWID` table keyed by
-`attempt_id` (one b-tree less per insert). The last two change the schema
-(`SCHEMA_VERSION` 2).
+**R4. The plugin's import pulled in the whole package (applied).** `pytest_crashpoints/__init__`
+is lazy (PEP 562 `__getattr__`), so a pytest run that does not use the plugin pays about 6 ms.
 
-Smaller observations: opening and closing a fake provider costs about 5 ms here (every open
-runs the journal's `CREATE ... IF NOT EXISTS` statements in a `BEGIN IMMEDIATE` transaction,
-and closing the last connection to a WAL file checkpoints it), paid by the parent twice per
-case (the case and the killed-recovery copy) and by every child that talks to a provider;
-not worth changing before R1 and R2. The parent's own work
-(set-up, observations, snapshots, checks) is a few percent of a case.
+**R5. The ledger's commits (applied as far as the schema allows).** `events` has no
+`AUTOINCREMENT`; every write returns the row it wrote (`INSERT ... RETURNING`,
+`UPDATE ... RETURNING`) instead of reading it back; with a durable receipt the provider
+request id is committed with the outcome (three commits, not four; SPEC section 2 step 4's
+"immediately" holds: nothing happens between the response and that commit but crash point
+C). What is left is the disk: with `synchronous=FULL` a commit costs about what it appends to
+the WAL, and a guarded call appends about 15 pages (item 4's figure: the attempt row and its
+four indexes, the event row and its index, per commit) where three raw commits of one
+unindexed row append 4. Making `attempts` and `events` `WITHOUT ROWID` tables (clustered on
+the attempt id) would save about 4 of those pages; it changes the file format
+(`SCHEMA_VERSION` 2) and would still not reach 0.8x, so it was not done.
+
+**Why goals 1 and 2 stay out of reach.** A crash case is, by design, several processes: the
+killed worker, recovery in the quiet phase, the redelivery of the unacknowledged message, the
+recovery run that shows the state settled, the copy of the run directory, and the whole quiet
+phase again on that copy with recovery killed at its own fail point (the check that recovery
+is safe after being killed). Each process does real SQLite work with fsync and real HTTP
+semantics through httpx. Even at the server's per-process cost of about twice a bare fork,
+nine processes cannot fit in four bare forks, so item 1's 4x would need a case model with
+fewer processes, not a faster harness. The sweep (item 2) is bounded by its longest test (the
+month-end close, about 40% of the one-worker time: pytest-xdist runs a test on one worker) and
+by pytest-xdist's start-up of each worker; at `-n 2` both cores are already busy, so running a
+test's cases in parallel would shorten the tail but not the total.
 """
 
 
@@ -190,17 +181,20 @@ def _dirty(machine: dict[str, Any]) -> str:
 
 
 def _applied() -> dict[str, bool]:
-    """Which recommendations the measured tree already carries (checked when rendering)."""
+    """Which changes the measured tree carries (checked when rendering)."""
     import inspect
 
     import pytest_crashpoints
-    from pytest_crashpoints import _case, _clock, _ledger
+    from pytest_crashpoints import _case, _clock, _ledger, _toolcall
 
     return {
         "R1": hasattr(_clock, "prime_wall_time_pins"),
+        "R2": hasattr(_case, "fork_server_for"),
         "R3": "settled" in inspect.getsource(_case._run),
         "R4": "__getattr__" in vars(pytest_crashpoints),
-        "R5 (its first option, AUTOINCREMENT)": "KEY AUTOINCREMENT" not in "".join(_ledger._SCHEMA),
+        "R5": "KEY AUTOINCREMENT" not in "".join(_ledger._SCHEMA)
+        and "RETURNING" in inspect.getsource(_ledger)
+        and "durable" in inspect.getsource(_toolcall._confirm),
     }
 
 
