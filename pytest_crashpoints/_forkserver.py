@@ -33,6 +33,7 @@ import pickle
 import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Iterable, Iterator, Mapping
@@ -109,6 +110,8 @@ class ForkServer:
         finally:
             server_end.close()
         self._control: Connection | None = control
+        # One request and its answer at a time, whichever thread asks.
+        self._lock = threading.Lock()
         self.pid = self._server.pid
         # In the registry of live workers: killed on interruption and at exit like any worker.
         _live[self.pid] = self._server
@@ -140,16 +143,20 @@ class ForkServer:
         sentinel, sentinel_child = os.pipe()
         started = time.monotonic()
         try:
-            self._control.send_bytes(payload)
-            with socket.socket(fileno=os.dup(self._control.fileno())) as sock:
-                socket.send_fds(sock, [b"F"], [report_child.fileno(), sentinel_child])
-            answer = self._answer()
+            with self._lock:
+                self._control.send_bytes(payload)
+                with socket.socket(fileno=os.dup(self._control.fileno())) as sock:
+                    socket.send_fds(sock, [b"F"], [report_child.fileno(), sentinel_child])
+                answer = self._answer()
         except (OSError, EOFError, HarnessError):
             # The server is gone (killed from outside, or it stopped answering): it was
             # killed with its workers, and this worker starts directly.
             self._broken()
             answer = ("gone",)
         except BaseException:
+            # Interrupted mid-request: the worker it may have forked has no owner here, and
+            # the next answer could be this one's. Kill the server, and its workers with it.
+            self._broken()
             report.close()
             os.close(sentinel)
             raise
@@ -170,11 +177,15 @@ class ForkServer:
         if self._control is None:
             return None
         try:
-            self._control.send_bytes(b"R" + pickle.dumps(pid))
-            answer = self._answer()
+            with self._lock:
+                self._control.send_bytes(b"R" + pickle.dumps(pid))
+                answer = self._answer()
         except (OSError, EOFError, HarnessError):
             self._broken()
             return None
+        except BaseException:
+            self._broken()
+            raise
         return answer[2] if answer[0] == "reaped" else None
 
     def close(self) -> None:

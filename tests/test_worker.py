@@ -280,19 +280,22 @@ def test_every_run_needs_a_finite_timeout(timeout: float) -> None:
 
 
 INNER_TEST = """
+    import contextlib
     import threading
+    from pytest_crashpoints._forkserver import serving
     from pytest_crashpoints._worker import start_worker
 
     def hang():
         threading.Event().wait()
 
     def test_long():
-        worker = start_worker(hang, timeout=120)
-        print("WORKER", worker.pid, flush=True)
-        if {blocked_in_wait}:
-            worker.wait()
-        else:
-            threading.Event().wait()
+        with serving() if {served} else contextlib.nullcontext():
+            worker = start_worker(hang, timeout=120)
+            print("WORKER", worker.pid, flush=True)
+            if {blocked_in_wait}:
+                worker.wait()
+            else:
+                threading.Event().wait()
 """
 
 
@@ -318,13 +321,14 @@ INNER_CONFTEST = """
 """
 
 
+@pytest.mark.parametrize("served", [False, True], ids=["forked", "from-the-fork-server"])
 @pytest.mark.parametrize("blocked_in_wait", [True, False], ids=["in-wait", "in-test-body"])
 def test_sigint_to_the_parent_leaves_no_worker(
-    pytester: pytest.Pytester, blocked_in_wait: bool
+    pytester: pytest.Pytester, blocked_in_wait: bool, served: bool
 ) -> None:
     pytester.makeconftest(textwrap.dedent(INNER_CONFTEST))
     test_file = pytester.makepyfile(
-        textwrap.dedent(INNER_TEST.format(blocked_in_wait=blocked_in_wait))
+        textwrap.dedent(INNER_TEST.format(blocked_in_wait=blocked_in_wait, served=served))
     )
     proc = pytester.popen(
         [
