@@ -164,14 +164,20 @@ the attempt id) would save about 4 of those pages; it changes the file format
 **Why goals 1 and 2 stay out of reach.** A crash case is, by design, several processes: the
 killed worker, recovery in the quiet phase, the redelivery of the unacknowledged message, the
 recovery run that shows the state settled, the copy of the run directory, and the whole quiet
-phase again on that copy with recovery killed at its own fail point (the check that recovery
-is safe after being killed). Each process does real SQLite work with fsync and real HTTP
-semantics through httpx. Even at the server's per-process cost of about twice a bare fork,
-nine processes cannot fit in four bare forks, so item 1's 4x would need a case model with
-fewer processes, not a faster harness. The sweep (item 2) is bounded by its longest test (the
-month-end close, about 40% of the one-worker time: pytest-xdist runs a test on one worker) and
-by pytest-xdist's start-up of each worker; at `-n 2` both cores are already busy, so running a
-test's cases in parallel would shorten the tail but not the total.
+phase again on that copy with recovery killed at its own fail point (the check that recovery is
+safe after being killed). Each process does real SQLite work with fsync and real HTTP semantics
+through httpx. Even at the server's per-process cost of about twice a bare fork, nine processes
+cannot fit in four bare forks, so item 1's 4x would need a case model with fewer processes, not
+a faster harness. Much of what is left is the kernel's: a worker takes 1,100 to 2,400 minor
+page faults (copy-on-write of the pages its Python touches, measured with `getrusage` in the
+worker on 2026-11-30), and the sweep at `-n 1` spent 9.9 s of system time against 10.6 s of
+user time (`/usr/bin/time`). The sweep (item 2) is bounded by its longest test (the month-end
+close, about 45% of the one-worker time: pytest-xdist runs a test on one worker, and at `-n 2`
+it ran 30% slower than alone, the two workers sharing two cores with their fork servers) and by
+pytest-xdist's start-up of each worker (about 3 s of the wall time). The scheduling itself is
+close to the best split (the month-end close and one more test on one worker, the five others
+on the other). Running a test's cases in parallel would shorten the tail, not the total, and
+would speed up `-n 1` as much as `-n 2`.
 """
 
 
