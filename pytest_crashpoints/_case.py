@@ -186,6 +186,8 @@ class _Case:
         #: Messages whose last delivery did not complete: the queue redelivers them.
         self.unacked: dict[int, None] = {}
         self.errors: list[str] = []
+        #: The fail points the quiet phase's first recovery run reached.
+        self.first_quiet_points: frozenset[str] = frozenset()
         self.step = 0
         self._runs = 0
         if fresh:
@@ -358,7 +360,7 @@ class _Case:
         for who, outcome in zip((first, second), outcomes, strict=True):
             self._record(who, outcome)
 
-    def recover(self, kill: KillAt | None = None) -> None:
+    def recover(self, kill: KillAt | None = None) -> Outcome:
         who = self._worker_id("recovery")
         self.history.add(
             self.step,
@@ -368,6 +370,7 @@ class _Case:
         )
         outcome = self._run(_recover_entry, (self.scenario.recover, self.env, who), kill)
         self._record(who, outcome)
+        return outcome
 
     def change_authority(self, index: int, change: str) -> None:
         task = str(self.scenario.messages[index]["task_id"])
@@ -510,12 +513,14 @@ def _quiet(case: _Case) -> bool:
     for provider in case.providers.values():
         provider.faults.lift()
     case.history.add(case.step, case.clock.now(), "quiet", "quiet phase: every fault lifted")
-    for _ in range(QUIET_ROUNDS):
+    for round_ in range(QUIET_ROUNDS):
         case.clock.advance(QUIET_STEP)
         before = case.state_lines()
         # A restarted worker runs recovery first; then, at least once, the queue delivers
         # again every message whose worker died (its visibility timeout has passed).
-        case.recover()
+        outcome = case.recover()
+        if round_ == 0:
+            case.first_quiet_points = frozenset(hit.point for hit in getattr(outcome, "hits", ()))
         for index in list(case.unacked):
             case.clock.advance(1.0)  # one process per harness second keeps the timeline clear
             case.deliver(index, None, again=True)
@@ -561,27 +566,38 @@ def _copy_run_dir(source: str, target: str) -> None:
 def _killed_recovery_diff(
     case: _Case, snapshot: CaseEnv, unacked: Sequence[int], final: list[str]
 ) -> tuple[tuple[str, ...], str | None]:
-    """Run the quiet phase on the snapshot with recovery killed midway; compare the ends."""
-    for point in reversed(RECOVERY_POINTS):
-        copy = _Case(case.scenario, snapshot, fresh=False)
-        try:
-            copy.step = case.step
-            copy.unacked = dict.fromkeys(unacked)
-            for provider in copy.providers.values():
-                provider.faults.lift()
-            copy.clock.advance(QUIET_STEP)
-            copy.recover(KillAt(point, 1))
-            if not copy.kills:
-                continue  # recovery never reached this point: try the other one
-            _quiet(copy)
-            ended = copy.state_lines()
-        finally:
-            copy.close()
-        diff = tuple(
-            difflib.unified_diff(final, ended, "uninterrupted", "killed+rerun", n=0, lineterm="")
-        )
-        return diff, point
-    return (), None
+    """Run the quiet phase on the snapshot with recovery killed midway; compare the ends.
+
+    Recovery is killed at the latest of its fail points that the quiet phase's first
+    recovery run reached: that run started from the very state of the snapshot, at the same
+    harness time, so this one reaches the point too. (Trying a point on the snapshot to see
+    whether it is reached would let the try's recovery change the snapshot first.)
+    """
+    reached = [point for point in RECOVERY_POINTS if point in case.first_quiet_points]
+    if not reached:
+        return (), None  # recovery passed no fail point of its own: nothing to kill it at
+    point = reached[-1]
+    copy = _Case(case.scenario, snapshot, fresh=False)
+    try:
+        copy.step = case.step
+        copy.unacked = dict.fromkeys(unacked)
+        for provider in copy.providers.values():
+            provider.faults.lift()
+        copy.clock.advance(QUIET_STEP)
+        copy.recover(KillAt(point, 1))
+        if not copy.kills:
+            raise CrashpointsError(
+                f"recovery on a copy of the case did not reach {point!r}, which the same "
+                "recovery reached from the same state: the recovery is not deterministic."
+            )
+        _quiet(copy)
+        ended = copy.state_lines()
+    finally:
+        copy.close()
+    diff = tuple(
+        difflib.unified_diff(final, ended, "uninterrupted", "killed+rerun", n=0, lineterm="")
+    )
+    return diff, point
 
 
 def _prepare_parent() -> None:

@@ -250,6 +250,38 @@ def test_6_recovery_that_never_settles(tmp_path: Path) -> None:
     assert any("parent=k1" in line for v in result.violations for line in v.evidence)
 
 
+# -- 6: recovery that ends elsewhere after being killed itself ---------------------------------
+
+
+def gives_up_after_a_crashed_recovery(ctx: Context) -> None:
+    for attempt in ctx.ledger.attempts():
+        if attempt.in_flight and (attempt.owner or "").startswith("recovery-"):
+            # the bug: a recovery died on this attempt before, so it is taken for cursed
+            ctx.ledger.transition(
+                attempt.attempt_id,
+                State.FAILED,
+                actor=ctx.worker_id,
+                reason="a recovery crashed on it before: giving up",
+            )
+    ctx.recover()
+
+
+def test_6_recovery_killed_at_its_claim_ends_elsewhere(tmp_path: Path) -> None:
+    # A provider with no lookup: recovery passes recovery.claimed but never
+    # recovery.looked_up, so the harness must kill it at the claim.
+    case = scenario(
+        recover=gives_up_after_a_crashed_recovery,
+        messages=({"task_id": "t-1", "calls": [{"tool": "deploy", "key": "d-1", "args": DEPLOY}]},),
+        providers=(ProviderSpec("deploy"),),
+        authorities={"t-1": authority("deploy:write")},
+    )
+    result = caught(case, Schedule((Deliver(0, KillAt("B")),)), tmp_path, 6)
+    [violation] = result.violations
+    assert "recovery killed at recovery.claimed and run again ended elsewhere" in violation.message
+    assert any("state=FAILED" in line for line in violation.evidence)
+    assert any("state=MANUAL_REVIEW" in line for line in violation.evidence)
+
+
 @pytest.mark.parametrize(
     "worker", [fresh_key_worker, skip_after_crash_worker], ids=lambda f: f.__name__
 )
