@@ -44,6 +44,7 @@ __all__ = [
     "confirm_on_http_200_recovery",
     "dispatched_after_send_worker",
     "forget_owner_recovery",
+    "gives_up_after_crashed_recovery",
     "key_per_delivery_worker",
     "random_key_worker",
     "retry_review_recovery",
@@ -439,3 +440,29 @@ def timeout_as_absent_recovery(ctx: Context) -> int:
             current_authority=lambda attempt: ctx.authority(attempt.task_id),
         )
     )
+
+
+# -- 11. a crashed recovery's attempts given up ------------------------------------------------
+
+
+def gives_up_after_crashed_recovery(ctx: Context) -> int:
+    """BUG: a "poison pill" rule: an attempt still in flight whose owner is a recovery process
+    (so an earlier recovery died while holding it) is marked FAILED instead of reconciled.
+
+    On its own every run looks right: a worker's crash is reconciled as it should be. Only
+    when recovery itself is killed after claiming an attempt does the next run give up on it,
+    and the work ends FAILED where an uninterrupted recovery puts it in MANUAL_REVIEW (deploy:
+    no lookup). Caught by invariant 6 (recovery killed and run again ends elsewhere than an
+    uninterrupted recovery from the same state).
+    """
+    given_up = 0
+    for attempt in ctx.ledger.attempts():
+        if attempt.in_flight and (attempt.owner or "").startswith("recovery-"):
+            ctx.ledger.transition(
+                attempt.attempt_id,
+                State.FAILED,
+                actor=ctx.worker_id,
+                reason="a recovery crashed while holding it: given up as a poison pill",
+            )
+            given_up += 1
+    return given_up + len(ctx.recover())

@@ -151,3 +151,12 @@ def test_lookup_timeout_taken_for_absent(crashpoints: CrashpointsFixture) -> Non
         recover=agents.timeout_as_absent_recovery,
         messages=[INVOICE_EMAIL],
     )
+
+
+@exhaustive(points="ABC", providers=["deploy"], expect=6)
+def test_crashed_recovery_taken_for_a_poison_pill(crashpoints: CrashpointsFixture) -> None:
+    crashpoints.run(
+        worker=reference_worker,
+        recover=agents.gives_up_after_crashed_recovery,
+        messages=[RELEASE],
+    )
