@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
+import threading
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -280,6 +281,31 @@ def test_6_recovery_killed_at_its_claim_ends_elsewhere(tmp_path: Path) -> None:
     assert "recovery killed at recovery.claimed and run again ended elsewhere" in violation.message
     assert any("state=FAILED" in line for line in violation.evidence)
     assert any("state=MANUAL_REVIEW" in line for line in violation.evidence)
+
+
+def hangs_after_a_crashed_recovery(ctx: Context) -> None:
+    for attempt in ctx.ledger.attempts():
+        if attempt.in_flight and (attempt.owner or "").startswith("recovery-"):
+            threading.Event().wait()  # the bug: waits for the dead recovery to let go
+    ctx.recover()
+
+
+def test_a_recovery_that_hangs_in_the_killed_recovery_replay_is_a_harness_error(
+    tmp_path: Path,
+) -> None:
+    case = scenario(
+        recover=hangs_after_a_crashed_recovery,
+        messages=({"task_id": "t-1", "calls": [{"tool": "deploy", "key": "d-1", "args": DEPLOY}]},),
+        providers=(ProviderSpec("deploy"),),
+        authorities={"t-1": authority("deploy:write")},
+        timeout=2.0,
+    )
+    result = run_case(case, Schedule((Deliver(0, KillAt("B")),)), base_dir=tmp_path)
+    assert not result.passed
+    assert any(
+        error.startswith("killed-recovery replay: recovery-") and "timed out" in error
+        for error in result.errors
+    ), result.errors
 
 
 @pytest.mark.parametrize(
