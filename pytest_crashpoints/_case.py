@@ -549,7 +549,10 @@ def _snapshot(case: _Case, target: Path) -> CaseEnv:
     from ._worker import Completed, run_worker
 
     outcome = run_worker(
-        _copy_run_dir, args=(str(case.env.path), str(target)), timeout=case.scenario.timeout
+        _copy_run_dir,
+        args=(str(case.env.path), str(target)),
+        timeout=case.scenario.timeout,
+        start_method=case.scenario.start_method,
     )
     if not isinstance(outcome, Completed):
         raise CrashpointsError(
@@ -623,10 +626,13 @@ def fork_server_for(*scenarios: Scenario | None) -> Iterator[None]:
     from ._forkserver import serving
 
     _prepare_parent()
+    forked = [s for s in scenarios if s is not None and s.start_method == "fork"]
+    if not forked:  # spawn: every process is a fresh interpreter, never a fork of this one
+        yield
+        return
     keep: list[object] = []
-    for scenario in scenarios:
-        if scenario is not None:
-            keep += [scenario.worker, scenario.recover, *scenario.messages]
+    for scenario in forked:
+        keep += [scenario.worker, scenario.recover, *scenario.messages]
     with serving(keep):
         yield
 

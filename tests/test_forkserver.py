@@ -262,7 +262,9 @@ def test_the_run_dir_copy_leaves_the_harness_connections_their_locks(tmp_path: P
     run.mkdir()
     path = str(run / "ledger.sqlite3")
     mine = Ledger(path, clock=lambda: 1.0)
-    case = SimpleNamespace(env=CaseEnv(str(run), (), ()), scenario=SimpleNamespace(timeout=10.0))
+    case = SimpleNamespace(
+        env=CaseEnv(str(run), (), ()), scenario=SimpleNamespace(timeout=10.0, start_method="fork")
+    )
     with serving():
         assert isinstance(run_worker(write_intent, args=(path, "k1")), Completed)
         assert len(mine.attempts()) == 1  # the harness's connection is open from here on
@@ -283,3 +285,23 @@ def test_spawn_workers_never_go_through_the_server(start_method: str) -> None:
         outcome = run_worker(os.getppid, start_method=start_method)  # type: ignore[arg-type]
     assert isinstance(outcome, Completed)
     assert outcome.value == os.getpid()
+
+
+def test_a_spawn_scenario_runs_without_a_fork_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dataclasses
+
+    from pytest_crashpoints import Deliver, KillAt, Schedule, run_case
+
+    from .test_broken_on_purpose import scenario
+
+    def no_server(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a spawn scenario started a fork server")
+
+    monkeypatch.setattr(ForkServer, "__init__", no_server)
+    spawned = dataclasses.replace(scenario(), start_method="spawn")
+    result = run_case(spawned, Schedule((Deliver(0, KillAt("B")),)), base_dir=tmp_path)
+    assert result.passed, [str(v) for v in result.violations] + list(result.errors)
+    assert result.kills == ("B#1",)
+    assert child_pids() == set()
