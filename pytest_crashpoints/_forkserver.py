@@ -16,11 +16,12 @@ server, and that kills every worker. The harness still kills a worker's group it
 server reaps the worker when the harness asks, and reports its exit status.
 
 A worker forked from the server sees memory as it was when the server started, not as it is
-at the request. So the callable and its arguments are sent over a pipe, pickled by dill (as
-``multiprocess`` does for spawn: closures and lambdas travel by value), except the objects
-named in ``serving(keep=...)`` (the scenario's callables and messages), which are passed by
-reference to the server's own copy, identity and all. A request that cannot be pickled is
-started directly, as without a server (:meth:`ForkServer.start_worker` returns ``None``).
+at the request. So the callable and its arguments are sent over a pipe, pickled (by the C
+pickler, or by dill as ``multiprocess`` does for spawn when closures or lambdas must travel
+by value), except the objects named in ``serving(keep=...)`` (the scenario's callables and
+messages), which are passed by reference to the server's own copy, identity and all. A
+request that cannot be pickled, or that the server cannot fork, is started directly, as
+without a server (:meth:`ForkServer.start_worker` returns ``None``).
 """
 
 from __future__ import annotations
@@ -306,9 +307,13 @@ def _serve(control: Connection, harness_end: int, keep: dict[int, object]) -> No
                 return
             if request[:1] == b"R":
                 pid = pickle.loads(request[1:])
-                _, status = os.waitpid(pid, 0)
+                try:
+                    _, status = os.waitpid(pid, 0)
+                    code: int | None = os.waitstatus_to_exitcode(status)
+                except ChildProcessError:  # not ours, or reaped already: nothing to tell
+                    code = None
                 children.discard(pid)
-                control.send_bytes(pickle.dumps(("reaped", pid, os.waitstatus_to_exitcode(status))))
+                control.send_bytes(pickle.dumps(("reaped", pid, code)))
                 continue
             with socket.socket(fileno=os.dup(control.fileno())) as sock:
                 _, fds, _, _ = socket.recv_fds(sock, 1, 2)
@@ -320,12 +325,19 @@ def _serve(control: Connection, harness_end: int, keep: dict[int, object]) -> No
                 os.close(sentinel)
                 control.send_bytes(pickle.dumps(("error", f"{type(exc).__name__}: {exc}")))
                 continue
-            pid = os.fork()
+            try:
+                pid = os.fork()
+            except OSError as exc:  # out of processes or memory: the harness will say so
+                pid = -1
+                failure = f"fork failed: {exc}"
             if pid == 0:
                 _worker_main(job, control, report, me)
             del job
             os.close(report)
             os.close(sentinel)
+            if pid < 0:
+                control.send_bytes(pickle.dumps(("error", failure)))
+                continue
             with contextlib.suppress(OSError):
                 os.setpgid(pid, pid)  # also done by the worker: whoever is first
             children.add(pid)

@@ -3,7 +3,9 @@
 :func:`run_worker` runs a callable to its end; :func:`start_worker` returns a :class:`Worker`
 handle for runs the harness steers (pause gates, concurrent workers). Processes come from
 ``multiprocess`` (dill pickling), so under ``start_method="spawn"`` a closure or a lambda still
-crosses to the child; ``"fork"`` is the default and the fastest.
+crosses to the child; ``"fork"`` is the default and the fastest. While a fork server is active
+(``_forkserver.serving``, as inside ``run_case``), fork workers are forked by it instead of by
+this process; everything below holds for them as well.
 
 Lifetime guarantees
 -------------------
@@ -179,33 +181,23 @@ def start_worker(
             raise HarnessUsageError(
                 f"{fault!r} is not a Fault; arm a point with Fault('A', Kill()) and friends."
             )
+    request: dict[str, Any] = {
+        "args": tuple(args),
+        "kwargs": dict(kwargs or {}),
+        "faults": plan,
+        "timeout": float(timeout),
+        "clock_path": None if clock is None else str(clock.path),
+        "log_path": None if log is None else os.fspath(log),
+    }
+    worker = None
     if start_method == "fork":
         from . import _forkserver
 
         server = _forkserver.active()
         if server is not None:
-            served = server.start_worker(
-                fn,
-                args=tuple(args),
-                kwargs=dict(kwargs or {}),
-                faults=plan,
-                timeout=float(timeout),
-                clock_path=None if clock is None else str(clock.path),
-                log_path=None if log is None else os.fspath(log),
-            )
-            if served is not None:
-                _live[served.pid] = served
-                return served
-    worker = _start_process(
-        fn,
-        args=tuple(args),
-        kwargs=dict(kwargs or {}),
-        faults=plan,
-        timeout=float(timeout),
-        start_method=start_method,
-        clock_path=None if clock is None else str(clock.path),
-        log_path=None if log is None else os.fspath(log),
-    )
+            worker = server.start_worker(fn, **request)
+    if worker is None:
+        worker = _start_process(fn, start_method=start_method, **request)
     _live[worker.pid] = worker
     return worker
 

@@ -305,3 +305,24 @@ def test_a_spawn_scenario_runs_without_a_fork_server(
     assert result.passed, [str(v) for v in result.violations] + list(result.errors)
     assert result.kills == ("B#1",)
     assert child_pids() == set()
+
+
+def test_a_request_the_server_cannot_unpickle_is_started_directly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with serving() as server:
+        assert server is not None
+
+        class _Late:  # defined after the server forked: its copy of this module lacks it
+            pass
+
+        _Late.__module__, _Late.__qualname__ = __name__, "_Late"
+        monkeypatch.setattr(sys.modules[__name__], "_Late", _Late, raising=False)
+        outcome = run_worker(os.getppid, kwargs={}, args=())
+        assert isinstance(outcome, Completed) and outcome.value == server.pid
+        late = run_worker(lambda value: os.getppid(), args=(_Late(),))
+        assert isinstance(late, Completed)
+        assert late.value == os.getpid()  # the server answered "error": started directly
+        assert server.reap(os.getpid()) is None  # not its child: nothing to tell, no crash
+        again = run_worker(os.getppid)
+        assert isinstance(again, Completed) and again.value == server.pid
