@@ -29,7 +29,8 @@ MEASURED = """\
 1. **Crash-case cost**: `run_case` of the reference worker on one email message, killed at B,
    then the quiet phase, the second recovery, the killed-recovery replay and the six checks,
    against a bare fork + SIGKILL + waitpid from the same process. A case is several processes
-   by design (the row gives how many); the ratio per process is given too.
+   by design (the row gives how many); the cost of one no-op worker (started, pinned, run,
+   reaped), through the fork server and forked by the harness, is given too.
 2. **Exhaustive sweep**: `pytest -p crashpoints scenarios/ --ignore=scenarios/broken
    --crashpoints-mode=exhaustive --crashpoints-max-faults=1 -n 1` and `-n 2`, the whole
    command's wall time. `scenarios/broken` is excluded: its tests are meant to fail and stop at
@@ -88,7 +89,9 @@ def _profile(items: list[dict[str, Any]]) -> list[str]:
         "The item-1 case, instrumented (`python -m bench.case_profile`): for every worker and",
         "recovery process, the fork (start to the child's first instruction), pinning the",
         "child's wall time to the harness clock (freezegun), the callable itself (the real",
-        "work, to its end or its kill), and exit plus reap; the parent's own work is the rest.",
+        "work, to its end or its kill), and exit plus reap; the parent's own work is the rest",
+        "(with the fork server, that includes starting the server and the run directory's copy,",
+        "a process with no clock).",
         "",
         "| phase | as shipped: fork server (ms) | workers forked by the harness (ms) |",
         "|---|---|---|",
@@ -103,7 +106,12 @@ def _profile(items: list[dict[str, Any]]) -> list[str]:
     )
     hotspots = cold.get("child cumulative (completed processes)", [])
     if hotspots:
-        lines += ["", "Inside the processes that ended normally (cProfile, cumulative):", ""]
+        lines += [
+            "",
+            "Inside the processes that ended normally (cProfile, cumulative; freezegun's",
+            "`api.py start` is the fork server's one pin for the whole run):",
+            "",
+        ]
         lines += [f"- `{h}`" for h in hotspots]
     return [*lines, ""]
 
