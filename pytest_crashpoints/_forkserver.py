@@ -31,7 +31,6 @@ import gc
 import io
 import os
 import pickle
-import signal
 import socket
 import sys
 import threading
@@ -343,10 +342,10 @@ def _serve(control: Connection, harness_end: int, keep: dict[int, object]) -> No
             children.add(pid)
             control.send_bytes(pickle.dumps(("forked", pid)))
     finally:
+        from ._worker import _kill_group
+
         for pid in children:
-            for kill, target in ((os.killpg, pid), (os.kill, pid)):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    kill(target, signal.SIGKILL)
+            _kill_group(pid)
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
 
