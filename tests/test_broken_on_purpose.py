@@ -308,6 +308,25 @@ def test_a_recovery_that_hangs_in_the_killed_recovery_replay_is_a_harness_error(
     ), result.errors
 
 
+def claims_only_outside_the_copy_recovery(ctx: Context) -> None:
+    if "killed-recovery" in str(ctx.env.path):
+        return  # the bug: behaves differently on another directory (state outside the case)
+    ctx.recover()
+
+
+def test_a_recovery_that_does_not_reach_its_point_on_the_copy_is_a_harness_error(
+    tmp_path: Path,
+) -> None:
+    case = scenario(recover=claims_only_outside_the_copy_recovery)
+    result = run_case(case, Schedule((Deliver(0, KillAt("B")),)), base_dir=tmp_path)
+    assert not result.passed
+    assert any(
+        "killed-recovery replay: recovery did not reach 'recovery.looked_up'" in error
+        and "not deterministic" in error
+        for error in result.errors
+    ), result.errors
+
+
 @pytest.mark.parametrize(
     "worker", [fresh_key_worker, skip_after_crash_worker], ids=lambda f: f.__name__
 )
