@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test gate lint typecheck clean bench
+.PHONY: test test-fast gate lint typecheck clean bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,10 +24,14 @@ typecheck: $(STAMP)
 test: lint typecheck
 	$(BIN)/python -m pytest -n auto
 
+# The pure, in-process layer of the suite (tests/unit): seconds, for the edit-test loop.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest tests/unit
+
 gate: $(STAMP)
 	$(BIN)/crashpoints gate scenarios -- -n auto
 
-# Benchmarks (issue 8): writes bench/results.json and the table in docs/performance.md.
+# Benchmarks: writes bench/results.json and the table in docs/performance.md.
 # BENCH_ARGS=--quick for a smoke run, BENCH_ARGS='--only 1,3' for some items.
 bench: $(STAMP)
 	$(BIN)/python -m bench $(BENCH_ARGS)

@@ -1,4 +1,4 @@
-"""Benchmarks of pytest-crashpoints (issue 8). Run them all with ``make bench``.
+"""Benchmarks of pytest-crashpoints. Run them all with ``make bench``.
 
 Each item is a module runnable on its own (``python -m bench.crash_case``) that prints one
 JSON result; ``python -m bench`` runs every item in a fresh interpreter, writes

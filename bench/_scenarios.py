@@ -3,15 +3,8 @@ provider (not idempotent, lookup through a lagging search), one task."""
 
 from __future__ import annotations
 
-from pytest_crashpoints import Authority
-from pytest_crashpoints._case import Scenario
-from pytest_crashpoints._context import ProviderSpec
-from pytest_crashpoints._reference import reference_recovery, reference_worker
-
-try:
-    from pytest_crashpoints._schedule import KillAt
-except ImportError:  # before the rename of the schedule's Kill (the fail point's is Kill too)
-    from pytest_crashpoints._schedule import Kill as KillAt  # type: ignore[attr-defined,no-redef]
+from pytest_crashpoints import Authority, ProviderSpec, reference_recovery, reference_worker
+from pytest_crashpoints.harness import KillAt, Scenario
 
 __all__ = ["AUTHORITY", "KillAt", "email_scenario"]
 

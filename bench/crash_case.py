@@ -5,9 +5,8 @@ applied the request, the worker never saw the answer), then the quiet phase (rec
 nothing changes), the second recovery run, the killed-recovery replay on a copy of the run
 directory, and the six checks. The floor is a bare fork + SIGKILL + waitpid from the same
 process, measured between the cases. A and C kills and the fault-free case are reported too,
-as are the same case with every worker forked by the harness itself (no fork server, as
-before recommendation R2) and the cost of one no-op worker (started, run, reaped) with and
-without the fork server: the harness's own cost per process.
+as is the cost of one no-op worker (started, run, reaped) with and without the fork server:
+the harness's own cost per process.
 """
 
 from __future__ import annotations
@@ -17,38 +16,21 @@ import functools
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest_crashpoints._case as case_module
-import pytest_crashpoints._worker as worker_module
-from pytest_crashpoints._case import run_case
-from pytest_crashpoints._clock import HarnessClock
-from pytest_crashpoints._forkserver import serving
-from pytest_crashpoints._schedule import Deliver, Schedule
+from pytest_crashpoints.harness import Deliver, HarnessClock, Schedule, run_case, run_worker
+from pytest_crashpoints.harness import fork_server as serving
 
-from . import _floors, _stats
+from . import _floors, _forks, _stats
 from ._scenarios import KillAt, email_scenario
 
 GOAL = 4.0
 
 
 def processes_per_case(scenario: Any, schedule: Schedule, base: Path) -> int:
-    """How many worker and recovery processes one run of the case starts."""
-    started = []
-    original = worker_module.start_worker
-
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        started.append(args[0])
-        return original(*args, **kwargs)
-
-    worker_module.start_worker = counting
-    try:
-        run_case(scenario, schedule, base_dir=base)
-    finally:
-        worker_module.start_worker = original
-    return len(started)
+    """How many processes one run of the case forks (the fork server included)."""
+    return _forks.forks(lambda: run_case(scenario, schedule, base_dir=base))
 
 
 def _measure(scenario: Any, schedule: Schedule, base: Path, reps: int) -> dict[str, Any]:
@@ -73,13 +55,6 @@ def _measure(scenario: Any, schedule: Schedule, base: Path, reps: int) -> dict[s
     }
 
 
-@contextlib.contextmanager
-def no_fork_server(*scenarios: object) -> Iterator[None]:
-    """What ``run_case`` did before the fork server: prepare the parent, fork from it."""
-    case_module._prepare_parent()
-    yield
-
-
 def _noop() -> None:
     return None
 
@@ -89,10 +64,10 @@ def noop_worker(base: Path, *, served: bool, samples: int = 30) -> float:
     clock = HarnessClock(base / "noop-clock")
     timings = []
     with serving() if served else contextlib.nullcontext():
-        worker_module.run_worker(_noop, clock=clock)
+        run_worker(_noop, clock=clock)
         for _ in range(samples):
             start = time.perf_counter()
-            worker_module.run_worker(_noop, clock=clock)
+            run_worker(_noop, clock=clock)
             timings.append(time.perf_counter() - start)
     return statistics.median(timings)
 
@@ -114,16 +89,9 @@ def main() -> None:
                 ("fault-free", Schedule((Deliver(0),))),
             )
         }
-        original = case_module.fork_server_for
-        case_module.fork_server_for = no_fork_server  # type: ignore[assignment]
-        try:
-            direct = _measure(scenario, crash, base, reps)
-        finally:
-            case_module.fork_server_for = original
         floor = _floors.fork_kill_wait()
         served_noop, direct_noop = noop_worker(base, served=True), noop_worker(base, served=False)
     ratio = headline["ratio"]["median"]
-    direct["same_end_state"] = direct["fingerprint"] == headline["fingerprint"]
     per_process = {
         "floor (fork+SIGKILL+waitpid)": floor,
         "no-op worker through the fork server": served_noop,
@@ -140,14 +108,12 @@ def main() -> None:
                 f"{headline['floor']['median'] * 1e3:.2f} ms); {headline['processes']} "
                 f"processes per case; one no-op worker costs {served_noop / floor:.1f}x the "
                 f"floor through the fork server ({direct_noop / floor:.1f}x forked by the "
-                f"harness); without the fork server the case is {direct['ratio']['median']:.0f}x "
-                f"({direct['case']['median'] * 1e3:.0f} ms)"
+                f"harness)"
             ),
             command="python -m bench.crash_case",
             details={
                 "kill at B": headline,
                 **others,
-                "kill at B, no fork server": direct,
                 "per process, median seconds": per_process,
             },
         )

@@ -18,8 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pytest_crashpoints import Ledger, Receipt, guarded_call
-from pytest_crashpoints._authority import Authority
+from pytest_crashpoints import Authority, Ledger, Receipt, guarded_call
 
 from . import _floors, _stats
 from ._scenarios import AUTHORITY

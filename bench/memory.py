@@ -21,11 +21,20 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from pytest_crashpoints import Fault, HarnessClock, Kill, Ledger, crashpoint
-from pytest_crashpoints._case import run_case
-from pytest_crashpoints._context import CaseEnv, ProviderSpec, make_provider
-from pytest_crashpoints._schedule import Deliver, Schedule
-from pytest_crashpoints._worker import Killed, run_worker
+from fake_providers import PROVIDERS
+from pytest_crashpoints import Ledger, crashpoint
+from pytest_crashpoints.harness import (
+    CaseEnv,
+    Deliver,
+    Fault,
+    HarnessClock,
+    Kill,
+    Killed,
+    ProviderSpec,
+    Schedule,
+    run_case,
+    run_worker,
+)
 
 from . import _stats
 from ._scenarios import KillAt, email_scenario
@@ -58,7 +67,8 @@ def _machinery(iterations: int, checkpoints: set[int], root: Path) -> dict[str, 
         ledger.queue()
         ledger.close()
         if n % 10 == 0:  # the slow ones (journal schema check, rename): every tenth time
-            provider = make_provider(env, env.providers[0], clock)
+            spec = env.providers[0]
+            provider = PROVIDERS[spec.name](env.journal_path(spec.name), clock=clock.now)
             provider.close()
             clock.advance(1.0)
         if n in checkpoints:

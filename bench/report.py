@@ -81,37 +81,27 @@ def _table(items: list[dict[str, Any]]) -> list[str]:
 
 def _profile(items: list[dict[str, Any]]) -> list[str]:
     profile = next((i for i in items if i["item"] == 0 and i["status"] == "profile"), None)
-    if profile is None:
+    if profile is None or "phases" not in profile["details"].get("as shipped", {}):
         return []
+    shipped = profile["details"]["as shipped"]
     lines = [
         "## Where a crash case's time goes",
         "",
-        "The item-1 case, instrumented (`python -m bench.case_profile`): for every worker and",
-        "recovery process, the fork (start to the child's first instruction), pinning the",
-        "child's wall time to the harness clock (freezegun), the callable itself (the real",
-        "work, to its end or its kill), and exit plus reap; the parent's own work is the rest",
-        "(with the fork server, that includes starting the server and the run directory's copy,",
-        "a process with no clock).",
+        "The item-1 case, measured from the outside (`python -m bench.case_profile`): the",
+        "processes it forks (the fork server included), the time inside the worker's and",
+        "recovery's own callables (the processes that ended by themselves; a killed one never",
+        "reports), and the harness's cost per process (a no-op worker through the fork server,",
+        "started, pinned to the harness clock, run and reaped) times the processes.",
         "",
-        "| phase | as shipped: fork server (ms) | workers forked by the harness (ms) |",
-        "|---|---|---|",
+        "| part | ms |",
+        "|---|---|",
+        f"| **whole case ({shipped['processes']} processes)** | **{shipped['wall'] * 1e3:.0f}** |",
     ]
-    cold = profile["details"]["as shipped"]
-    warm = profile["details"]["no fork server"]
-    for phase, value in cold["phases"].items():
-        lines.append(f"| {phase} | {value * 1e3:.0f} | {warm['phases'][phase] * 1e3:.0f} |")
-    lines.append(
-        f"| **whole case ({cold['processes']} processes)** | **{cold['wall'] * 1e3:.0f}** | "
-        f"**{warm['wall'] * 1e3:.0f}** |"
-    )
-    hotspots = cold.get("child cumulative (completed processes)", [])
+    for phase, value in shipped["phases"].items():
+        lines.append(f"| {phase} | {value * 1e3:.0f} |")
+    hotspots = shipped.get("parent cumulative", [])
     if hotspots:
-        lines += [
-            "",
-            "Inside the processes that ended normally (cProfile, cumulative; freezegun's",
-            "`api.py start` is the fork server's one pin for the whole run):",
-            "",
-        ]
+        lines += ["", "The harness process (cProfile, cumulative):", ""]
         lines += [f"- `{h}`" for h in hotspots]
     return [*lines, ""]
 
@@ -119,19 +109,18 @@ def _profile(items: list[dict[str, Any]]) -> list[str]:
 KNOWN_COSTS = """\
 ## Known costs
 
-What the profiles found, what was changed, and what is left. Which changes the measured tree
-carries: {applied}.
+What the profiles found, what was changed, and what is left.
 
-**R1. Pinning wall time cost most of every process (applied).** `_clock.pin_wall_time`
+**Pinning wall time cost most of every process.** `pin_wall_time`
 calls freezegun's `freeze_time(...).start()` in every worker and recovery process, which walks
 every loaded module (and, in a fresh child, imports whatever lazily loaded modules answer
 `getattr`): 60-80 ms per process. The parent now imports what workers import and fills
-freezegun's per-module cache once (`_clock.prime_wall_time_pins`), so forked children inherit
+freezegun's per-module cache once (`prime_wall_time_pins`), so forked children inherit
 it: about 10 ms per process were left.
 
-**R2. Fork from a pinned process (applied).** Those 10 ms were freezegun re-hashing `dir()` of
+**Fork from a pinned process.** Those 10 ms were freezegun re-hashing `dir()` of
 every module. `explore()` and `run_case()` now start their workers from a fork server
-(`_forkserver`): a worker of the harness that pins itself once and forks each worker on
+(`harness.fork_server`): a worker of the harness that pins itself once and forks each worker on
 request; a worker only moves the inherited pin. Requests travel pickled (the C pickler, dill
 for closures; the scenario's callables and messages by reference to the server's copy); a
 request that cannot be pickled is started directly. The lifetime guarantees hold one level
@@ -147,27 +136,27 @@ silently released the locks of the harness's own SQLite connections; a later wor
 closed the ledger took itself for its last user and deleted the WAL, and the harness's
 connection went on reading a stale snapshot. Workers forked straight from the harness
 inherited its SQLite state and hid it; the fork server exposed it. The copy now runs in a
-worker (`_case._snapshot`, regression test in `tests/test_forkserver.py`).
+worker (`RunDir.copy`, regression test in `tests/process/test_forkserver.py`).
 
-**R3. The settled quiet run is invariant 6's second run (applied).** `_quiet` returns only
+**The settled quiet run is invariant 6's second run.** The quiet phase returns only
 after a recovery run that changed nothing (ledger and provider effects alike); that run is
 reused instead of starting one more recovery process. When the quiet phase does not settle,
 the explicit second run still happens and its changes are the evidence.
 
-**R4. The plugin's import pulled in the whole package (applied).** `pytest_crashpoints/__init__`
+**The plugin's import pulled in the whole package.** `pytest_crashpoints/__init__`
 is lazy (PEP 562 `__getattr__`), so a pytest run that does not use the plugin pays about 6 ms.
 
-**R5. The ledger's commits (applied as far as the schema allows).** `events` has no
-`AUTOINCREMENT`; every write returns the row it wrote (`INSERT ... RETURNING`,
-`UPDATE ... RETURNING`) instead of reading it back; with a durable receipt the provider
-request id is committed with the outcome (three commits, not four; SPEC section 2 step 4's
-"immediately" holds: nothing happens between the response and that commit but crash point
-C). What is left is the disk: with `synchronous=FULL` a commit costs about what it appends to
-the WAL, and a guarded call appends about 15 pages (item 4's figure: the attempt row and its
-four indexes, the event row and its index, per commit) where three raw commits of one
-unindexed row append 4. Making `attempts` and `events` `WITHOUT ROWID` tables (clustered on
-the attempt id) would save about 4 of those pages; it changes the file format
-(`SCHEMA_VERSION` 2) and would still not reach 0.8x, so it was not done.
+**The ledger's commits (as far as the schema allows).** `events` has no `AUTOINCREMENT`; every
+write returns the row it wrote (`INSERT ... RETURNING`, `UPDATE ... RETURNING`) instead of
+reading it back; with a durable receipt the provider request id is committed with the outcome
+(three commits, not four; the safe order's "persist the request id immediately" holds: nothing
+happens between the response and that commit but crash point C). What is left is the disk: with
+`synchronous=FULL` a commit costs about what it appends to the WAL, and a guarded call appends
+about 15 pages (item 4's figure: the attempt row and its four indexes, the event row and its
+index, per commit) where three raw commits of one unindexed row append 4. Making `attempts` and
+`events` `WITHOUT ROWID` tables (clustered on the attempt id) would save about 4 of those
+pages; it changes the file format (`SCHEMA_VERSION` 2) and would still not reach 0.8x, so it
+was not done.
 
 **Why goals 1 and 2 stay out of reach.** A crash case is, by design, several processes: the
 killed worker, recovery in the quiet phase, the redelivery of the unacknowledged message, the
@@ -192,24 +181,6 @@ would speed up `-n 1` as much as `-n 2`.
 def _dirty(machine: dict[str, Any]) -> str:
     files = machine.get("uncommitted") or []
     return f" plus uncommitted changes to {', '.join(files)}" if files else ""
-
-
-def _applied() -> dict[str, bool]:
-    """Which changes the measured tree carries (checked when rendering)."""
-    import inspect
-
-    import pytest_crashpoints
-    from pytest_crashpoints import _case, _clock, _ledger, _toolcall
-
-    return {
-        "R1": hasattr(_clock, "prime_wall_time_pins"),
-        "R2": hasattr(_case, "fork_server_for"),
-        "R3": "settled" in inspect.getsource(_case._run),
-        "R4": "__getattr__" in vars(pytest_crashpoints),
-        "R5": "KEY AUTOINCREMENT" not in "".join(_ledger._SCHEMA)
-        and "RETURNING" in inspect.getsource(_ledger)
-        and "durable" in inspect.getsource(_toolcall._confirm),
-    }
 
 
 def _load(machine: dict[str, Any]) -> str:
@@ -243,8 +214,7 @@ def render(results: dict[str, Any]) -> str:
         f"Goals met: {', '.join(met) or 'none'}. Missed: {', '.join(missed) or 'none'}."
         + (f" Not measured: {', '.join(other)}." if other else "")
     )
-    applied = ", ".join(f"{r} {'applied' if on else 'not applied'}" for r, on in _applied().items())
-    lines += ["", *_profile(items), MEASURED, KNOWN_COSTS.format(applied=applied)]
+    lines += ["", *_profile(items), MEASURED, KNOWN_COSTS]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -15,8 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from pytest_crashpoints._case import run_case
-from pytest_crashpoints._schedule import Deliver, Schedule
+from pytest_crashpoints.harness import Deliver, Schedule, run_case
 
 from . import _floors, _stats
 from ._scenarios import KillAt, email_scenario

@@ -1,4 +1,4 @@
-"""Simulated providers: external reality for crash tests (SPEC section 5).
+"""Simulated providers: external reality for crash tests.
 
 Each provider is a request handler (``provider.handle(httpx.Request) -> httpx.Response``) over
 its own SQLite journal, reachable in-process (``mock(...)``/``transport(...)``, inherited by
@@ -11,6 +11,8 @@ forked workers) and over loopback (``serve(provider)``), with the same answers b
 
 The harness configures keys (``provider.keys``), settings (``provider.settings``) and faults
 (``provider.faults``) between steps, and checks invariants against ``provider.journal``.
+:data:`PROVIDERS` maps each provider's name to its class: the harness reads it, and this
+package imports nothing of the harness.
 """
 
 from ._deploy import Deploy
@@ -25,6 +27,11 @@ from ._server import serve
 from ._settings import ProviderSettings, Settings
 from ._tickets import Tickets
 
+#: Every simulated provider, by name.
+PROVIDERS: dict[str, type[Provider]] = {
+    provider.name: provider for provider in (Payments, Email, Tickets, Deploy)
+}
+
 __all__ = [
     "ATTEMPT_HEADER",
     "CORRELATION_HEADER",
@@ -34,6 +41,7 @@ __all__ = [
     "Deploy",
     "Email",
     "EffectRecord",
+    "PROVIDERS",
     "Faults",
     "Journal",
     "Keys",

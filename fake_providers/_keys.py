@@ -2,7 +2,7 @@
 
 The harness configures keys; a provider derives tenant and credential scope of every request from
 the key it presents. Keys live in the provider's journal, so the harness can revoke or narrow a key
-between steps while a forked worker holds the provider (SPEC section 3, crash point E).
+between steps while a forked worker holds the provider (crash point E).
 
 Scopes are plain strings, ``"<provider>:read"`` and ``"<provider>:write"`` (``payments``,
 ``email``, ``tickets``, ``deploy``). A ``write`` scope covers the ``read`` scope of the same

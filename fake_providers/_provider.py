@@ -29,7 +29,8 @@ from typing import Any, ClassVar
 
 import httpx
 
-from pytest_crashpoints import ArgumentsError, args_hash
+from pytest_crashpoints.errors import ArgumentsError
+from pytest_crashpoints.ledger import args_hash
 
 from ._faults import ActiveFault, Faults, RequestKind, take
 from ._journal import Journal, next_counter
@@ -65,7 +66,8 @@ def json_body(value: Any) -> bytes:
 
 
 def payload_hash(params: Mapping[str, Any]) -> str | None:
-    """``pytest_crashpoints.args_hash`` of a request's logical parameters (None if unhashable)."""
+    """``pytest_crashpoints.ledger.args_hash`` of a request's logical parameters (None if
+    unhashable)."""
     try:
         return args_hash(params)
     except ArgumentsError:

@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from ._options import SessionOptions, add_options, read_options
+from ._plugin.options import SessionOptions, add_options, read_options
+from ._plugin.report import REPORT_ATTR
 
 MARKER_HELP = (
     "crashpoints(points='ABCDEF', *, providers=(), mode=None, max_examples=None, "
@@ -28,8 +29,6 @@ MARKER_HELP = (
     "run this test's worker under crash schedules: real SIGKILLs at the points, recovery, "
     "and the six invariants. See docs/reference.md#marker"
 )
-REPORT_VERSION = 1
-REPORT_ATTR = "crashpoints"
 
 options_key = pytest.StashKey[SessionOptions]()
 seed_key = pytest.StashKey[int]()
@@ -85,8 +84,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         marker = item.get_closest_marker("crashpoints")
         if marker is None:
             continue
-        from ._errors import CrashpointsError
-        from ._marker import parse_marker
+        from ._plugin.marker import parse_marker
+        from .errors import CrashpointsError
 
         try:
             item.stash[marker_key] = parse_marker(marker.args, dict(marker.kwargs))
@@ -103,8 +102,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.fixture
 def crashpoints(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     """Run this test's worker under crash schedules: ``crashpoints.run(worker=..., ...)``."""
-    from ._fixture import CrashpointsFixture
-    from ._marker import CrashMarker
+    from ._plugin.fixture import CrashpointsFixture
+    from ._plugin.marker import CrashMarker
 
     item = request.node
     parsed = item.stash.get(marker_key, None)
@@ -119,7 +118,7 @@ def crashpoints(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     )
     item.stash[fixture_key] = fixture
     yield fixture
-    from ._worker import kill_live_workers
+    from ._process.handle import kill_live_workers
 
     kill_live_workers()
 
@@ -139,41 +138,21 @@ def pytest_runtest_makereport(
     return report
 
 
-def _collect(terminalreporter: Any) -> list[dict[str, Any]]:
-    results = []
-    for reports in terminalreporter.stats.values():
-        for report in reports:
-            raw = getattr(report, REPORT_ATTR, None)
-            if isinstance(raw, str) and getattr(report, "when", None) == "call":
-                data = json.loads(raw)
-                data["outcome"] = report.outcome
-                results.append(data)
-    return sorted(results, key=lambda d: d["nodeid"])
-
-
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):
         return
-    results = _collect(terminalreporter)
+    from ._plugin.report import collect, write_report
+
+    results = collect(terminalreporter)
     options = config.stash.get(options_key, None)
     if options is not None and options.report:
-        _write_report(Path(options.report), results, config)
+        write_report(Path(options.report), results, seed=config.stash[seed_key])
     if not results:
         return
-    from ._summary import summary_lines
+    from ._plugin.summary import summary_lines
 
     terminalreporter.section("crashpoints")
     for line in summary_lines(results, seed=config.stash[seed_key]):
         terminalreporter.write_line(line)
 
 
-def _write_report(path: Path, results: list[dict[str, Any]], config: pytest.Config) -> None:
-    document = {
-        "version": REPORT_VERSION,
-        "seed": config.stash[seed_key],
-        "tests": results,
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    partial.replace(path)

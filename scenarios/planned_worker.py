@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_crashpoints import Context, CrashpointsError, guarded_call, normalize_args
+from pytest_crashpoints import Context, CrashpointsError, guarded_call
+from pytest_crashpoints.ledger import normalize_args
 
 __all__ = ["planned_worker"]
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_crashpoints._ledger import Ledger
+from pytest_crashpoints import Ledger
 
 
 class ManualClock:

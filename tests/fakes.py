@@ -6,10 +6,8 @@ import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 
-from pytest_crashpoints import Authority, State, args_hash
-from pytest_crashpoints._ledger import Attempt, Ledger
-from pytest_crashpoints._normalize import JSONValue
-from pytest_crashpoints._toolcall import Absent, Found, LookupResult, Receipt
+from pytest_crashpoints import Absent, Attempt, Authority, Found, Ledger, Receipt, State, args_hash
+from pytest_crashpoints.ledger import JSONValue, LookupResult
 
 
 @dataclasses.dataclass

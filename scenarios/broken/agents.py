@@ -26,15 +26,14 @@ from pytest_crashpoints import (
     Attempt,
     Authority,
     Context,
-    LookupResult,
     Receipt,
     State,
     crashpoint,
     guarded_call,
-    normalize_args,
     recover,
     reference_worker,
 )
+from pytest_crashpoints.ledger import LookupResult, normalize_args
 
 #: The custom argument the reference email adapter sends the idempotency key in.
 CORRELATION = "crashpoints_correlation_id"
@@ -265,9 +264,9 @@ def stale_authority_recovery(ctx: Context) -> int:
 
     After E (revoked, narrowed, policy bumped, moved tenant) yesterday's credentials are
     applied to today's task. The fake providers refuse the retired key (401), so the attempt
-    can never be resolved: caught by invariant 2 (it ends UNKNOWN). Per SPEC section 4 this is
-    also an invariant 4 bug ("none under authority that was revoked"), but a refused request
-    carries no tenant in the provider journal, so invariant 4 cannot attribute it.
+    can never be resolved: caught by invariant 2 (it ends UNKNOWN) and by invariant 4 (no
+    request under authority that was revoked: the journal records whose key a refused
+    request presented).
     """
     return len(recover(ctx.ledger, ctx.adapters(), owner=ctx.worker_id))
 

@@ -1,0 +1,345 @@
+"""Reference tool adapters for the bundled fake providers (and the real services they mimic).
+
+Each adapter speaks the provider's own wire format through an httpx client that the harness
+hands out per authority (``client_for(authority)``: base URL, API key, crash transport), sends
+the idempotency key where the provider takes one and always a correlation id and the
+arguments hash (``crashpoints_correlation_id`` / ``crashpoints_args_hash`` metadata), and
+looks effects up the careful way:
+
+==========  ============  ====================================================================
+tool        provider      confirmation and lookup
+==========  ============  ====================================================================
+charge      payments      the created charge is a durable receipt; lookup by charge id
+                          (consistent) or by metadata search (lags; zero hits count as absent
+                          only because a retry with the same key is replayed, not repeated)
+send_email  email         202 is no proof: lookup by message id (consistent) or by correlation
+                          id (a search that lags: zero hits are absent only once the send is
+                          older than ``search_lag_bound``)
+open_ticket tickets       the created issue is a durable receipt; lookup by number or by the
+                          correlation label in the repository's issue list (consistent)
+deploy      deploy        202 accepted is the receipt; no lookup at all
+==========  ============  ====================================================================
+
+Answers that prove nothing was applied (4xx validation, 429, 409 in flight) raise
+:class:`ProviderRejected`; anything else that goes wrong (5xx, a lost connection, a timeout)
+propagates, and the attempt stays UNKNOWN.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import httpx
+
+from .._ledger.args import JSONValue, args_hash
+from .._ledger.authority import Authority
+from .._ledger.records import Attempt
+from ..errors import ProviderRejected
+from .toolcall import Absent, Found, LookupResult, Receipt, Unavailable
+
+__all__ = ["ChargeAdapter", "DeployAdapter", "EmailAdapter", "TicketAdapter", "reference_adapters"]
+
+ClientFor = Callable[[Authority], httpx.Client]
+
+CORRELATION = "crashpoints_correlation_id"
+#: Sent on every request too, so that even a refused request names its logical effect.
+CORRELATION_HEADER = "X-Correlation-Id"
+#: Sent on every lookup, so that the provider's journal says which attempt a read was for.
+ATTEMPT_HEADER = "X-Crashpoints-Attempt-Id"
+ARGS_HASH = "crashpoints_args_hash"
+
+
+def _refuse_or_raise(response: httpx.Response, what: str) -> None:
+    """Turn an answer into ProviderRejected when it proves nothing was applied."""
+    status = response.status_code
+    if status < 400:
+        return
+    if status == 429 or status == 409:
+        retry_after = response.headers.get("Retry-After")
+        raise ProviderRejected(
+            f"{what}: {status} {response.text[:200]}",
+            retryable=True,
+            retry_after=float(retry_after) if retry_after else None,
+        )
+    if 400 <= status < 500:
+        raise ProviderRejected(f"{what}: {status} {response.text[:200]}", retryable=False)
+    # A 5xx does not prove that nothing happened: let the attempt be UNKNOWN.
+    response.raise_for_status()
+
+
+def _for_attempt(client_for: ClientFor, attempt: Attempt) -> _AttemptClient:
+    return _AttemptClient(client_for(attempt.authority), attempt.attempt_id)
+
+
+class _AttemptClient:
+    """GETs through the attempt's client, naming the attempt in a header."""
+
+    def __init__(self, client: httpx.Client, attempt_id: str) -> None:
+        self._client = client
+        self._headers = {ATTEMPT_HEADER: attempt_id}
+
+    def get(self, url: str, *, params: Mapping[str, str] | None = None) -> httpx.Response:
+        return self._client.get(url, params=params, headers=self._headers)
+
+
+def _correlation_label(key: str) -> str:
+    return "cp-" + hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
+class ChargeAdapter:
+    """``charge``: a Stripe-like charge. Args: ``amount`` (int, minor units), ``currency``,
+    ``customer``, optional ``description``."""
+
+    tool_name = "charge"
+    has_lookup = True
+
+    def __init__(self, client_for: ClientFor, *, idempotent: bool = True) -> None:
+        self._client_for = client_for
+        self.idempotent = idempotent
+
+    def dispatch(
+        self, args: Mapping[str, JSONValue], *, idempotency_key: str, authority: Authority
+    ) -> Receipt:
+        form = {
+            "amount": str(args["amount"]),
+            "currency": str(args["currency"]),
+            "customer": str(args["customer"]),
+            f"metadata[{CORRELATION}]": idempotency_key,
+            f"metadata[{ARGS_HASH}]": args_hash(args),
+        }
+        if "description" in args:
+            form["description"] = str(args["description"])
+        response = self._client_for(authority).post(
+            "/v1/charges",
+            data=form,
+            headers={"Idempotency-Key": idempotency_key, CORRELATION_HEADER: idempotency_key},
+        )
+        _refuse_or_raise(response, "charge")
+        charge = response.json()
+        return Receipt(
+            request_id=response.headers.get("Request-Id", charge["id"]),
+            result_ref=charge["id"],
+            durable=True,
+            payload_hash=charge.get("metadata", {}).get(ARGS_HASH),
+        )
+
+    def lookup(self, attempt: Attempt) -> LookupResult:
+        client = _for_attempt(self._client_for, attempt)
+        if attempt.result_ref:
+            response = client.get(f"/v1/charges/{attempt.result_ref}")
+            if response.status_code == 404:
+                return Absent()
+            response.raise_for_status()
+            return _found_charge(response.json())
+        query = f"metadata['{CORRELATION}']:'{attempt.idempotency_key}'"
+        response = client.get("/v1/charges/search", params={"query": query})
+        response.raise_for_status()
+        hits = response.json().get("data", [])
+        if hits:
+            return _found_charge(hits[0])
+        if not self.idempotent:
+            return Unavailable("zero search hits prove nothing: the search lags")
+        # Safe only because a retry with the same key is replayed by the provider.
+        return Absent()
+
+
+def _found_charge(charge: Mapping[str, Any]) -> Found:
+    return Found(
+        payload_hash=str(charge.get("metadata", {}).get(ARGS_HASH, "")),
+        result_ref=str(charge["id"]),
+        request_id=str(charge["id"]),
+    )
+
+
+class EmailAdapter:
+    """``send_email``: a SendGrid-like mail send. Args: ``to``, ``subject``, ``body``,
+    optional ``from``."""
+
+    tool_name = "send_email"
+    idempotent = False
+    has_lookup = True
+
+    def __init__(
+        self, client_for: ClientFor, *, now: Callable[[], float], search_lag_bound: float = 60.0
+    ) -> None:
+        self._client_for = client_for
+        self._now = now
+        self._search_lag_bound = search_lag_bound
+
+    def dispatch(
+        self, args: Mapping[str, JSONValue], *, idempotency_key: str, authority: Authority
+    ) -> Receipt:
+        mail = {
+            "personalizations": [{"to": [{"email": args["to"]}]}],
+            "from": {"email": args.get("from", "billing@example.com")},
+            "subject": args["subject"],
+            "content": [{"type": "text/plain", "value": args["body"]}],
+            "custom_args": {CORRELATION: idempotency_key, ARGS_HASH: args_hash(args)},
+        }
+        response = self._client_for(authority).post(
+            "/v3/mail/send", json=mail, headers={CORRELATION_HEADER: idempotency_key}
+        )
+        _refuse_or_raise(response, "send_email")
+        message_id = response.headers.get("X-Message-Id")
+        return Receipt(
+            request_id=response.headers.get("X-Request-Id") or message_id or "",
+            result_ref=message_id,
+        )
+
+    def lookup(self, attempt: Attempt) -> LookupResult:
+        client = _for_attempt(self._client_for, attempt)
+        message_id = attempt.result_ref
+        if not message_id:
+            query = f"unique_args['{CORRELATION}']=\"{attempt.idempotency_key}\""
+            response = client.get("/v3/messages", params={"query": query})
+            response.raise_for_status()
+            hits = response.json().get("messages", [])
+            if hits:
+                # Search answers summaries; the message itself holds the custom args.
+                message_id = str(hits[0]["msg_id"])
+        if message_id:
+            response = client.get(f"/v3/messages/{message_id}")
+            if response.status_code == 404:
+                return Absent()
+            response.raise_for_status()
+            return _found_message(response.json())
+        sent_at = attempt.dispatched_at if attempt.dispatched_at is not None else attempt.created_at
+        if self._now() - sent_at <= self._search_lag_bound:
+            return Unavailable("no search hit yet, and the search may still lag behind the send")
+        return Absent()
+
+
+def _found_message(message: Mapping[str, Any]) -> Found:
+    return Found(
+        payload_hash=str(message.get("unique_args", {}).get(ARGS_HASH, "")),
+        result_ref=str(message["msg_id"]),
+        request_id=str(message["msg_id"]),
+    )
+
+
+class TicketAdapter:
+    """``open_ticket``: a GitHub-like issue. Args: ``repo`` (``owner/name``, owner = tenant),
+    ``title``, ``body``, optional ``labels``."""
+
+    tool_name = "open_ticket"
+    idempotent = False
+    has_lookup = True
+
+    def __init__(self, client_for: ClientFor) -> None:
+        self._client_for = client_for
+
+    def dispatch(
+        self, args: Mapping[str, JSONValue], *, idempotency_key: str, authority: Authority
+    ) -> Receipt:
+        labels = list(args.get("labels") or [])  # type: ignore[arg-type]
+        issue = {
+            "title": args["title"],
+            "body": f"{args['body']}\n\n{ARGS_HASH}: {args_hash(args)}\n"
+            f"{CORRELATION}: {idempotency_key}",
+            "labels": [*labels, _correlation_label(idempotency_key)],
+        }
+        response = self._client_for(authority).post(
+            f"/repos/{args['repo']}/issues",
+            json=issue,
+            headers={CORRELATION_HEADER: idempotency_key},
+        )
+        _refuse_or_raise(response, "open_ticket")
+        created = response.json()
+        return Receipt(
+            request_id=response.headers.get("X-GitHub-Request-Id", ""),
+            result_ref=f"{args['repo']}#{created['number']}",
+            durable=True,
+            payload_hash=_declared_hash(created.get("body") or ""),
+        )
+
+    def lookup(self, attempt: Attempt) -> LookupResult:
+        client = _for_attempt(self._client_for, attempt)
+        repo = str(attempt.args["repo"])
+        if attempt.result_ref:
+            number = attempt.result_ref.rpartition("#")[2]
+            response = client.get(f"/repos/{repo}/issues/{number}")
+            if response.status_code == 404:
+                return Absent()
+            response.raise_for_status()
+            return _found_issue(repo, response.json())
+        response = client.get(
+            f"/repos/{repo}/issues",
+            params={"labels": _correlation_label(attempt.idempotency_key), "state": "all"},
+        )
+        response.raise_for_status()
+        issues = response.json()
+        return _found_issue(repo, issues[0]) if issues else Absent()
+
+
+def _declared_hash(body: str) -> str:
+    for line in body.splitlines():
+        if line.startswith(f"{ARGS_HASH}: "):
+            return line.partition(": ")[2].strip()
+    return ""
+
+
+def _found_issue(repo: str, issue: Mapping[str, Any]) -> Found:
+    # "owner/name#number" is how the tracker names an issue (and its journal, the effect).
+    ref = f"{repo}#{issue['number']}"
+    return Found(
+        payload_hash=_declared_hash(str(issue.get("body") or "")),
+        result_ref=ref,
+        request_id=ref,
+    )
+
+
+class DeployAdapter:
+    """``deploy``: a deployment. Args: ``service``, ``version``, ``environment``. The
+    provider has no idempotency and no lookup: a lost answer can only go to review."""
+
+    tool_name = "deploy"
+    idempotent = False
+    has_lookup = False
+
+    def __init__(self, client_for: ClientFor) -> None:
+        self._client_for = client_for
+
+    def dispatch(
+        self, args: Mapping[str, JSONValue], *, idempotency_key: str, authority: Authority
+    ) -> Receipt:
+        body = {
+            "service": args["service"],
+            "version": args["version"],
+            "environment": args["environment"],
+            "metadata": {CORRELATION: idempotency_key, ARGS_HASH: args_hash(args)},
+        }
+        response = self._client_for(authority).post(
+            "/v1/deployments", json=body, headers={CORRELATION_HEADER: idempotency_key}
+        )
+        _refuse_or_raise(response, "deploy")
+        request_id = response.headers.get("X-Request-Id", "")
+        # "202 accepted" with the provider's request id is the only receipt there will be.
+        return Receipt(request_id=request_id, result_ref=request_id, durable=True)
+
+    def lookup(self, attempt: Attempt) -> LookupResult:
+        return Unavailable("the deploy provider has no lookup")
+
+
+def reference_adapters(
+    clients: Mapping[str, ClientFor],
+    *,
+    now: Callable[[], float],
+    payments_idempotent: bool = True,
+    search_lag_bound: float = 60.0,
+) -> dict[str, Any]:
+    """The reference adapter of each provider in ``clients`` (provider name -> client_for),
+    keyed by tool name."""
+    adapters: dict[str, Any] = {}
+    if "payments" in clients:
+        adapters["charge"] = ChargeAdapter(clients["payments"], idempotent=payments_idempotent)
+    if "email" in clients:
+        adapters["send_email"] = EmailAdapter(
+            clients["email"], now=now, search_lag_bound=search_lag_bound
+        )
+    if "tickets" in clients:
+        adapters["open_ticket"] = TicketAdapter(clients["tickets"])
+    if "deploy" in clients:
+        adapters["deploy"] = DeployAdapter(clients["deploy"])
+    return adapters

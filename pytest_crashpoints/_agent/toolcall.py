@@ -1,0 +1,271 @@
+"""The safe-order tool call around any tool adapter: five steps, in order.
+
+::
+
+    1. normalize and validate the arguments      (bad arguments: ArgumentsError, nothing written)
+    2. record the intent and its key              (one transaction; same key -> same attempt)
+       crashpoint("A")                            kill after the intent commit, before dispatch
+    3. mark DISPATCHED, durably                   (committed before the request leaves)
+       adapter.dispatch(..., idempotency_key)
+       crashpoint("B")                            the provider applied it; nothing of the
+                                                  response is recorded yet
+    4. persist the provider request id            (its own commit, before the lookup; with
+                                                  a durable receipt, none: see step 5)
+       crashpoint("C")                            the response arrived; the outcome is not
+                                                  committed yet
+    5. confirm through a durable receipt or the provider's lookup; otherwise UNKNOWN
+                                                  (one commit: the outcome and its event;
+                                                  with a durable receipt the request id and
+                                                  result ref too, named in the event)
+
+So a call that ends with a durable receipt makes three ledger commits (intent, DISPATCHED,
+request id with outcome); one that needs the lookup (or has none) makes four (intent,
+DISPATCHED, request id, outcome). A durable receipt is the provider's record of the effect and
+its request id arrives with it, so committing them together is persisting the id as soon as it
+comes back: a kill at C then leaves the attempt DISPATCHED with no request id, and recovery
+reconciles it as after a kill at B (the provider's lookup, a re-dispatch with the same key to
+an idempotent provider, or review).
+
+A tool adapter is a plain object that satisfies :class:`ToolAdapter`; no base class.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Protocol, TypeAlias
+
+from .._inject.failpoints import crashpoint, crashpoint_context
+from .._ledger.args import JSONValue, normalize_args
+from .._ledger.authority import Authority
+from .._ledger.records import Attempt
+from .._ledger.sqlite import Ledger
+from .._ledger.states import State
+from ..errors import IllegalTransition, LeaseHeld, ProviderRejected
+
+__all__ = [
+    "Absent",
+    "Found",
+    "LookupResult",
+    "Receipt",
+    "ToolAdapter",
+    "Unavailable",
+    "guarded_call",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Receipt:
+    """What a provider answered to a dispatch.
+
+    ``request_id`` is the provider's (or transport's) id for the request. Set ``durable`` only
+    when the answer itself is the provider's durable record of the effect (e.g. the created
+    object with its id): then ``result_ref`` names it and, if given, ``payload_hash`` must be
+    the attempt's arguments hash. A bare "200 OK" is not durable.
+    """
+
+    request_id: str
+    result_ref: str | None = None
+    durable: bool = False
+    payload_hash: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Found:
+    """The provider has the effect: ``payload_hash`` is the hash of what it applied (the
+    attempt's arguments hash, for a match), ``request_id`` the provider's id of the request
+    that applied it, when the lookup tells."""
+
+    payload_hash: str
+    result_ref: str | None = None
+    request_id: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Absent:
+    """A consistent lookup proves the provider has no such effect."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Unavailable:
+    """The lookup could not answer (timeout, outage, a search that may lag)."""
+
+    reason: str
+
+
+LookupResult: TypeAlias = Found | Absent | Unavailable
+
+
+class ToolAdapter(Protocol):
+    """How the ledger talks to one tool. Any object with these members will do."""
+
+    @property
+    def tool_name(self) -> str:
+        """The tool's name in the ledger, e.g. ``"send_email"``."""
+        ...
+
+    @property
+    def idempotent(self) -> bool:
+        """Whether the provider deduplicates requests by idempotency key."""
+        ...
+
+    @property
+    def has_lookup(self) -> bool:
+        """Whether :meth:`lookup` can find an effect at the provider."""
+        ...
+
+    def dispatch(
+        self, args: Mapping[str, JSONValue], *, idempotency_key: str, authority: Authority
+    ) -> Receipt:
+        """Send the request. Raise :class:`ProviderRejected` only when the provider proved
+        that nothing happened; any other exception leaves the attempt UNKNOWN."""
+        ...
+
+    def lookup(self, attempt: Attempt) -> LookupResult:
+        """Ask the provider whether ``attempt``'s effect exists."""
+        ...
+
+
+def guarded_call(
+    ledger: Ledger,
+    adapter: ToolAdapter,
+    *,
+    task_id: str,
+    args: Mapping[str, Any],
+    idempotency_key: str,
+    authority: Authority,
+    actor: str,
+    lease_seconds: float = 60.0,
+) -> Attempt:
+    """Perform one tool call in the safe order and return the attempt as it ends.
+
+    A second call with the same ``idempotency_key`` (a redelivered message) never creates a
+    second attempt: a finished attempt is returned as it is; one that another live process
+    owns, or that was already dispatched, is returned in flight for that process or for
+    recovery to finish. The returned state is OUTCOME_CONFIRMED only when a durable receipt or
+    the provider's lookup proved the effect; a lost or unconfirmed response leaves UNKNOWN.
+
+    Raises :class:`ArgumentsError` for arguments that cannot be normalized (nothing written),
+    and :class:`IdempotencyKeyConflict` when the key already names other arguments.
+    """
+    normalized = normalize_args(args)
+    attempt, created = ledger.record_intent(
+        task_id=task_id,
+        tool_name=adapter.tool_name,
+        args=normalized,
+        idempotency_key=idempotency_key,
+        authority=authority,
+        actor=actor,
+        lease_seconds=lease_seconds,
+    )
+    if not created:
+        if attempt.state is not State.INTENT_RECORDED:
+            return attempt
+        try:
+            attempt = ledger.claim(attempt.attempt_id, owner=actor, lease_seconds=lease_seconds)
+        except LeaseHeld:
+            return attempt
+    where = {"tool": adapter.tool_name, "task_id": task_id, "attempt_id": attempt.attempt_id}
+    crashpoint("A", **where)
+    try:
+        attempt = ledger.transition(
+            attempt.attempt_id,
+            State.DISPATCHED,
+            expected=State.INTENT_RECORDED,
+            actor=actor,
+            reason="dispatching with the idempotency key",
+        )
+    except IllegalTransition:
+        return ledger.get(attempt.attempt_id)
+    return dispatch_and_confirm(ledger, adapter, attempt, normalized, actor=actor, where=where)
+
+
+def dispatch_and_confirm(
+    ledger: Ledger,
+    adapter: ToolAdapter,
+    attempt: Attempt,
+    args: Mapping[str, JSONValue],
+    *,
+    actor: str,
+    where: dict[str, str],
+) -> Attempt:
+    attempt_id = attempt.attempt_id
+    try:
+        # The transport's B and C fire inside dispatch: give them the call's context.
+        with crashpoint_context(**where):
+            receipt = adapter.dispatch(
+                args, idempotency_key=attempt.idempotency_key, authority=attempt.authority
+            )
+    except ProviderRejected as exc:
+        if exc.retryable:
+            return ledger.transition(
+                attempt_id,
+                State.FAILED_RETRYABLE,
+                expected=State.DISPATCHED,
+                actor=actor,
+                reason=f"provider refused before applying: {exc}",
+                next_attempt_at=ledger.now() + (exc.retry_after or 0.0),
+            )
+        return ledger.transition(
+            attempt_id,
+            State.FAILED,
+            expected=State.DISPATCHED,
+            actor=actor,
+            reason=f"provider rejected the request, nothing applied: {exc}",
+        )
+    except Exception as exc:
+        return ledger.transition(
+            attempt_id,
+            State.UNKNOWN,
+            expected=State.DISPATCHED,
+            actor=actor,
+            reason=f"dispatch raised {type(exc).__name__}: {exc}; the effect may have happened",
+        )
+    crashpoint("B", **where)
+    if not receipt.durable:
+        # The lookup may take long or fail: the request id must be on disk before it.
+        attempt = ledger.record_provider_request_id(
+            attempt_id, receipt.request_id, result_ref=receipt.result_ref
+        )
+    # A durable receipt brings the request id with the proof: _confirm commits both at once.
+    crashpoint("C", **where)
+    return _confirm(ledger, adapter, attempt, receipt, actor=actor)
+
+
+def _confirm(
+    ledger: Ledger, adapter: ToolAdapter, attempt: Attempt, receipt: Receipt, *, actor: str
+) -> Attempt:
+    def settle(state: State, reason: str, found: Found | None = None) -> Attempt:
+        # The receipt's request id is already recorded unless the receipt is durable; a
+        # request id recorded first is kept (transition() only fills an empty one).
+        return ledger.transition(
+            attempt.attempt_id,
+            state,
+            expected=State.DISPATCHED,
+            actor=actor,
+            reason=reason,
+            result_ref=found.result_ref if found else receipt.result_ref,
+            provider_request_id=found.request_id if found else receipt.request_id,
+        )
+
+    if receipt.durable:
+        # One commit: the provider request id, the result, the outcome and its event.
+        request = f"provider request {receipt.request_id}"
+        if receipt.payload_hash not in (None, attempt.args_hash):
+            return settle(
+                State.UNKNOWN, f"the receipt's payload hash differs from the intent's ({request})"
+            )
+        return settle(State.OUTCOME_CONFIRMED, f"durable receipt from the provider ({request})")
+    if not adapter.has_lookup:
+        return settle(State.UNKNOWN, "no durable receipt and no lookup: a response is no proof")
+    try:
+        found = adapter.lookup(attempt)
+    except Exception as exc:
+        return settle(State.UNKNOWN, f"lookup raised {type(exc).__name__}: {exc}")
+    if isinstance(found, Found):
+        if found.payload_hash == attempt.args_hash:
+            return settle(State.OUTCOME_CONFIRMED, "confirmed by the provider's lookup", found)
+        return settle(State.UNKNOWN, "the provider holds an effect with another payload hash")
+    if isinstance(found, Absent):
+        return settle(State.UNKNOWN, "lookup does not show the effect yet (it may lag)")
+    return settle(State.UNKNOWN, f"lookup unavailable: {found.reason}")

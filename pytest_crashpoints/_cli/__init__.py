@@ -1,0 +1,1 @@
+"""The ``crashpoints`` command: ``gate``, ``replay``, ``show`` and ``queue``."""

@@ -1,0 +1,122 @@
+"""The gate's reports: read a ``--crashpoints-report`` JSON file, render its table and Markdown."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .._plugin.report import REPORT_VERSION
+from .._plugin.summary import verdict_of
+from ..errors import CrashpointsError
+
+__all__ = ["load_report", "render_markdown", "render_table", "report_totals"]
+
+
+def load_report(path: Path) -> dict[str, Any]:
+    """Read a ``--crashpoints-report`` JSON file; raise CrashpointsError if it is not one."""
+    if not path.is_file():
+        raise CrashpointsError(f"no report at {path}; run `crashpoints gate` to write one.")
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CrashpointsError(
+            f"{path} is not a crashpoints report (not JSON: {exc}); point at the file "
+            "written by --crashpoints-report."
+        ) from None
+    if not isinstance(document, dict) or "tests" not in document:
+        raise CrashpointsError(f"{path} is JSON but not a crashpoints report (no 'tests').")
+    if document.get("version") != REPORT_VERSION:
+        raise CrashpointsError(
+            f"{path} is a crashpoints report of format version {document.get('version')!r}; "
+            f"this release reads version {REPORT_VERSION}. Use the release that wrote it."
+        )
+    return document
+
+
+def report_totals(tests: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    verdicts = [verdict_of(t) for t in tests]
+    reached = sorted({p for t in tests for p, row in t["coverage"].items() if row["reached"]})
+    # Exploration stops at the first failure: only a test that ran to its end has gaps.
+    unreached = sorted({p for t in tests if not t.get("failure") for p in t.get("unreached", [])})
+    return {
+        "tests": len(tests),
+        "cases": sum(int(t["cases"]) for t in tests),
+        "passed": verdicts.count("passed"),
+        "caught": verdicts.count("caught"),
+        "failed": verdicts.count("failed"),
+        "reached": reached,
+        "unreached": unreached,
+    }
+
+
+def _rows(tests: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str, str, str]]:
+    rows = []
+    for test in tests:
+        failure = test.get("failure") or {}
+        found = ", ".join(str(n) for n in failure.get("invariants", [])) or "-"
+        expected = ", ".join(str(n) for n in test.get("expect", [])) or "-"
+        rows.append((test["nodeid"], verdict_of(test), str(test["cases"]), expected, found))
+    return rows
+
+
+def render_table(document: Mapping[str, Any]) -> str:
+    """The plain-text summary the gate prints."""
+    tests = document["tests"]
+    totals = report_totals(tests)
+    header = ("test", "verdict", "cases", "expected", "violations")
+    rows = [header, *_rows(tests)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = [
+        "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines += [
+        "",
+        f"{totals['tests']} tests, {totals['cases']} cases: {totals['passed']} passed, "
+        f"{totals['caught']} broken agents caught, {totals['failed']} failed",
+        f"points reached: {', '.join(totals['reached']) or 'none'}",
+    ]
+    if totals["unreached"]:
+        lines.append(f"declared but never reached: {', '.join(totals['unreached'])}")
+    return "\n".join(lines)
+
+
+def render_markdown(document: Mapping[str, Any], *, passed: bool) -> str:
+    """A Markdown summary for a CI step summary."""
+    tests = document["tests"]
+    totals = report_totals(tests)
+    status = "passed" if passed else "FAILED"
+    lines = [
+        f"## crashpoints gate: {status}",
+        "",
+        f"{totals['tests']} tests, {totals['cases']} crash cases (seed {document.get('seed')}): "
+        f"{totals['passed']} passed, {totals['caught']} broken agents caught, "
+        f"{totals['failed']} failed.",
+        "",
+        "| test | verdict | cases | expected | violations |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [f"| `{n}` | {v} | {c} | {e} | {f} |" for n, v, c, e, f in _rows(tests)]
+    lines += ["", f"Points reached: {', '.join(totals['reached']) or 'none'}."]
+    if totals["unreached"]:
+        lines.append(f"Declared but never reached: {', '.join(totals['unreached'])}.")
+    for test in tests:
+        failure = test.get("failure")
+        if failure and verdict_of(test) == "failed":
+            lines += [
+                "",
+                f"### `{test['nodeid']}`",
+                "",
+                f"Minimal schedule: {failure['schedule_text']}",
+                "",
+                "```",
+                *failure["violations"],
+                "```",
+                "",
+                f"Replay: `{failure['replay_command']}`",
+            ]
+    return "\n".join(lines) + "\n"
+
+

@@ -1,0 +1,197 @@
+"""Run one case: a scenario under one crash schedule, then the quiet phase and the six checks.
+
+This is the lower-level API the pytest plugin and the gate build on::
+
+    result = run_case(scenario, schedule, base_dir=tmp_path)
+    result.violations      # what broke, with evidence
+    result.history         # what happened, in order
+    result.fingerprint     # the final state, without volatile ids
+
+One case, top down: the world is set up in a fresh run directory (``world``); each step of
+the schedule runs (``steps``: every worker and recovery a real subprocess, killed with a real
+SIGKILL at the scheduled fail point; between steps the clock advances one second and the
+ledger is observed); the quiet phase lifts every fault and runs recovery until nothing
+changes, and the killed-recovery replay runs on a copy (``quiet``); the evidence is gathered
+from the providers' journals and the ledger view (``evidence``); the six invariants are
+checked on it (``invariants``); the result carries the verdict, the timeline and the
+fingerprint of the final state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from .._ledger.states import State
+from .context import CaseEnv
+from .evidence import Evidence, ExpectedEffect, ProviderRequest, RecoveryRerun
+from .history import History
+from .invariants import Violation, check_all
+from .quiet import QUIET_ROUNDS, QUIET_STEP, killed_recovery_diff, needs_recovery, quiet, snapshot
+from .scenario import Scenario
+from .schedule import Schedule
+from .steps import CaseRun, fork_server_for
+from .world import World
+
+__all__ = ["CaseResult", "run_case"]
+
+
+@dataclasses.dataclass(frozen=True)
+class CaseResult:
+    """The verdict and the record of one case."""
+
+    schedule: Schedule
+    violations: tuple[Violation, ...]
+    errors: tuple[str, ...]
+    history: History
+    timeline: str
+    fingerprint: str
+    state: tuple[str, ...]
+    hits: Mapping[str, int]
+    kills: tuple[str, ...]
+    expected_effects: tuple[ExpectedEffect, ...]
+    run_dir: Path | None
+    #: Per message: how often its first delivery reached each fail point.
+    delivery_hits: Mapping[int, Mapping[str, int]] = dataclasses.field(default_factory=dict)
+    #: The final outcome in terms two workers can share: each task's tool calls by arguments
+    #: hash with their end state, and the effects per provider (the differential check).
+    outcomes: tuple[str, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        return not self.violations and not self.errors
+
+
+def _outcomes(evidence: Evidence) -> tuple[str, ...]:
+    lines = [
+        f"{a.task_id} {a.tool_name} args={a.args_hash[:12]}: {a.state.value}"
+        + (" (linked)" if a.parent_attempt_id else "")
+        for a in evidence.attempts
+    ]
+    effects: dict[tuple[str, str], int] = {}
+    for effect in evidence.effects:
+        key = (effect.provider, (effect.logical_hash or "")[:12])
+        effects[key] = effects.get(key, 0) + 1
+    lines += [f"{p} effects args={h}: {n}" for (p, h), n in effects.items()]
+    return tuple(sorted(lines))
+
+
+def _digest(lines: Sequence[str]) -> str:
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def run_case(
+    scenario: Scenario,
+    schedule: Schedule,
+    *,
+    base_dir: Path,
+    name: str = "case",
+    expected: Sequence[ExpectedEffect] = (),
+    keep: bool = False,
+) -> CaseResult:
+    """Run ``scenario`` under ``schedule`` in a new run directory under ``base_dir``.
+
+    ``expected`` are the effects the fault-free run produced (no delivered message may lose
+    them). The run directory is removed when the case passes (unless ``keep``) and kept, its
+    path in the result, when it fails.
+    """
+    from .rundir import RunDir
+
+    run = RunDir.create(base_dir, name)
+    env = CaseEnv(str(run.path), scenario.providers, scenario.transport_points)
+    passed = False
+    try:
+        with fork_server_for(scenario):
+            result = _run(scenario, schedule, env, expected)
+        passed = result.passed and not keep
+        kept = run.close(passed=passed)
+        return dataclasses.replace(result, run_dir=kept)
+    finally:
+        if not passed and run.path.exists():
+            run.close(passed=False)
+
+
+def _run(
+    scenario: Scenario, schedule: Schedule, env: CaseEnv, expected: Sequence[ExpectedEffect]
+) -> CaseResult:
+    world = World(scenario, env)
+    run = CaseRun(world)
+    try:
+        run.observe("set-up")
+        for run.step, step in enumerate(schedule.steps, start=1):
+            run.clock.advance(1.0)
+            run.execute(step)
+            run.observe(str(step))
+        run.step += 1
+        copy_env = None
+        unacked = list(run.unacked)
+        if needs_recovery(run) or unacked:
+            copy_env = snapshot(run, env.path / "killed-recovery")
+        settled = quiet(run)
+        run.observe("after the quiet phase")
+        final = world.state_lines()
+        again = final
+        new_requests: tuple[ProviderRequest, ...] = ()
+        ledger_changes: tuple[str, ...] = ()
+        if not settled:
+            # Recovery never stopped changing things: run it once more and show what it does.
+            requests_before = len(world.requests())
+            run.step += 1
+            run.clock.advance(QUIET_STEP)
+            run.recover()
+            again = world.state_lines()
+            new_requests = tuple(world.requests()[requests_before:])
+            ledger_changes = tuple(
+                difflib.unified_diff(
+                    final, again, "settled", "after a second recovery", n=0, lineterm=""
+                )
+            )
+            if not ledger_changes:
+                ledger_changes = (
+                    f"recovery changed the state in each of {QUIET_ROUNDS} quiet-phase runs",
+                )
+        killed_diff: tuple[str, ...] = ()
+        killed_at = None
+        if copy_env is not None:
+            killed_diff, killed_at = killed_recovery_diff(run, copy_env, unacked, again)
+        view = world.view()
+        requests = world.requests()
+        evidence = Evidence(
+            attempts=tuple(view.attempts()),
+            events=tuple(view.events()),
+            requests=tuple(requests),
+            observations=tuple(run.observations),
+            authority_history=tuple(world.authority_history()),
+            expected_effects=tuple(expected),
+            incidents=tuple(run.incidents),
+            rerun=RecoveryRerun(ledger_changes, new_requests, killed_diff, killed_at),
+        )
+        violations = tuple(check_all(evidence))
+        return CaseResult(
+            schedule=schedule,
+            violations=violations,
+            errors=tuple(run.errors),
+            history=run.history,
+            timeline=run.history.timeline(
+                events=evidence.events,
+                requests=requests,
+                keys={a.idempotency_key: a.attempt_id for a in evidence.attempts},
+            ),
+            fingerprint=_digest(again),
+            state=tuple(again),
+            hits=dict(run.hits),
+            kills=tuple(run.kills),
+            expected_effects=tuple(
+                ExpectedEffect(a.task_id, a.tool_name, a.args_hash)
+                for a in evidence.attempts
+                if a.state is State.OUTCOME_CONFIRMED
+            ),
+            run_dir=None,
+            delivery_hits=run.delivery_hits,
+            outcomes=_outcomes(evidence),
+        )
+    finally:
+        world.close()

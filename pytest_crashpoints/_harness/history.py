@@ -1,0 +1,114 @@
+"""The run history of one case: every step and observation, in order.
+
+The harness records what it did (deliveries, worker starts and ends, kills, authority changes,
+fault switches, clock moves, recovery runs); the ledger's event log and the providers'
+journals add what the code under test did. :meth:`History.timeline` merges the three into one
+readable text timeline; :meth:`History.to_json` serializes the harness's part (versioned).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from .._ledger.records import Event
+from .evidence import ProviderRequest
+
+__all__ = ["HISTORY_VERSION", "Entry", "History"]
+
+HISTORY_VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One thing the harness did or saw. ``step`` is the schedule step (0: set-up; the quiet
+    phase continues the numbering)."""
+
+    step: int
+    at: float
+    kind: str
+    text: str
+    data: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class History:
+    """An append-only list of :class:`Entry`, in the order things happened."""
+
+    entries: list[Entry] = dataclasses.field(default_factory=list)
+
+    def add(self, step: int, at: float, kind: str, text: str, **data: Any) -> Entry:
+        entry = Entry(step, at, kind, text, data)
+        self.entries.append(entry)
+        return entry
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": HISTORY_VERSION,
+            "entries": [dataclasses.asdict(entry) for entry in self.entries],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> History:
+        if data.get("version") != HISTORY_VERSION:
+            raise ValueError(
+                f"history format version {data.get('version')!r}, expected {HISTORY_VERSION}"
+            )
+        return cls([Entry(**entry) for entry in data["entries"]])
+
+    def timeline(
+        self,
+        *,
+        events: Sequence[Event] = (),
+        requests: Iterable[ProviderRequest] = (),
+        keys: Mapping[str, str] | None = None,
+    ) -> str:
+        """The harness entries, ledger transitions and provider requests, merged by time.
+
+        Within one harness second the three sources have no common clock, so the order is
+        reconstructed: what the harness did before a process (a delivery, a recovery start)
+        comes first; then the ledger's transitions, each provider request placed after the
+        latest DISPATCHED or UNKNOWN transition of its attempt (``keys`` maps idempotency
+        keys to attempt ids); then how the process ended.
+        """
+        rows: list[tuple[float, int, float, str]] = []
+        for seq, entry in enumerate(self.entries):
+            rank = 2 if entry.kind in _ENDINGS else 0
+            rows.append((entry.at, rank, seq, f"[{entry.step:>2}] {entry.kind:<10} {entry.text}"))
+        anchors: dict[str, list[tuple[float, int]]] = {}
+        for index, event in enumerate(events):
+            before = event.from_state.value if event.from_state else "(new)"
+            rows.append(
+                (
+                    event.at,
+                    1,
+                    index,
+                    f"     ledger     {event.attempt_id}: {before} -> {event.to_state.value} "
+                    f"by {event.actor} ({event.reason})",
+                )
+            )
+            if event.to_state.value in ("DISPATCHED", "UNKNOWN"):
+                anchors.setdefault(event.attempt_id, []).append((event.at, index))
+        keys = keys or {}
+        for seq, request in enumerate(requests):
+            effect = "EFFECT" if request.effect_applied else "no effect"
+            attempt = request.attempt_id or keys.get(request.operation_key or "")
+            placed = [i for at, i in anchors.get(attempt or "", []) if at <= request.at]
+            order = placed[-1] + 0.5 + seq * 1e-6 if placed else len(events) + seq
+            rows.append(
+                (
+                    request.at,
+                    1,
+                    order,
+                    f"     {request.provider:<10} {request.request_id} {request.kind} "
+                    f"key={request.operation_key} status={request.status} {effect}",
+                )
+            )
+        rows.sort(key=lambda row: (row[0], row[1], row[2]))
+        return "\n".join(f"t={at:>7g}s {text}" for at, _, _, text in rows)
+
+
+#: Harness entries that come after what the processes of their second did: how a process
+#: ended, and the start of the quiet phase.
+_ENDINGS = frozenset({"worker", "kill", "raised", "timeout", "died", "error", "quiet"})

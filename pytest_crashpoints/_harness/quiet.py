@@ -1,0 +1,116 @@
+"""The quiet phase of a case, and the killed-recovery replay (invariant 6).
+
+After the schedule's steps, the quiet phase lifts every fault, then runs recovery (advancing
+the clock past leases, backoff and search lag) and delivers again every message whose worker
+died, until a recovery run changes nothing. When recovery had work, the same quiet phase is
+replayed on a copy of the run directory taken before it, with recovery killed at its own
+fail point, and the two ends are compared: a recovery killed midway and run again must end
+where an uninterrupted one ends.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Sequence
+from pathlib import Path
+
+from .context import CaseEnv
+from .schedule import RECOVERY_POINTS, KillAt
+from .steps import CaseRun
+from .world import World
+
+__all__ = [
+    "QUIET_ROUNDS",
+    "QUIET_STEP",
+    "killed_recovery_diff",
+    "needs_recovery",
+    "quiet",
+    "snapshot",
+]
+
+#: Harness seconds the quiet phase moves the clock before each recovery run: past leases,
+#: backoff and search lag of the reference policy.
+QUIET_STEP = 400.0
+#: Recovery runs the quiet phase allows before it stops waiting for the ledger to settle.
+QUIET_ROUNDS = 6
+
+
+def quiet(run: CaseRun) -> bool:
+    """Lift every fault, then run recovery until the state stops changing.
+
+    Returns whether it settled: its last recovery run changed nothing (the ledger and the
+    providers' effects alike). That run is then the "second run" of invariant 6.
+    """
+    run.world.lift_faults()
+    run.history.add(run.step, run.clock.now(), "quiet", "quiet phase: every fault lifted")
+    for round_ in range(QUIET_ROUNDS):
+        run.clock.advance(QUIET_STEP)
+        before = run.world.state_lines()
+        # A restarted worker runs recovery first; then, at least once, the queue delivers
+        # again every message whose worker died (its visibility timeout has passed).
+        outcome = run.recover()
+        if round_ == 0:
+            run.first_quiet_points = frozenset(hit.point for hit in getattr(outcome, "hits", ()))
+        for index in list(run.unacked):
+            run.clock.advance(1.0)  # one process per harness second keeps the timeline clear
+            run.deliver(index, None, again=True)
+        if run.world.state_lines() == before:
+            # Settled. A message still unacknowledged now fails the same way every time
+            # (e.g. its task was revoked): the queue would dead-letter it.
+            return True
+    return False
+
+
+def needs_recovery(run: CaseRun) -> bool:
+    return any(a.in_flight for a in run.world.view().attempts())
+
+
+def snapshot(run: CaseRun, target: Path) -> CaseEnv:
+    """A copy of the whole run directory (the reference ledger, a user's own ledger files,
+    journals, authority store, clock) as a new env under ``target``. Every worker is dead and
+    the parent writes nothing meanwhile, so the copy is consistent."""
+    copy = run.env.run_dir.copy(
+        target, timeout=run.scenario.timeout, start_method=run.scenario.start_method
+    )
+    return dataclasses.replace(run.env, root=str(copy.path))
+
+
+def killed_recovery_diff(
+    run: CaseRun, copy_env: CaseEnv, unacked: Sequence[int], final: list[str]
+) -> tuple[tuple[str, ...], str | None]:
+    """Run the quiet phase on the copy with recovery killed midway; compare the ends.
+
+    Recovery is killed at the latest of its fail points that the quiet phase's first
+    recovery run reached: that run started from the very state of the copy, at the same
+    harness time, so this one reaches the point too. (Trying a point on the copy to see
+    whether it is reached would let the try's recovery change the copy first.)
+    """
+    reached = [point for point in RECOVERY_POINTS if point in run.first_quiet_points]
+    if not reached:
+        return (), None  # recovery passed no fail point of its own: nothing to kill it at
+    point = reached[-1]
+    world = World(run.scenario, copy_env, fresh=False)
+    copy = CaseRun(world, fresh=False)
+    try:
+        copy.step = run.step
+        copy.unacked = dict.fromkeys(unacked)
+        world.lift_faults()
+        copy.clock.advance(QUIET_STEP)
+        copy.recover(KillAt(point, 1))
+        if not copy.kills:
+            run.errors.append(
+                f"killed-recovery replay: recovery did not reach {point!r} on a copy of the "
+                "case, though the same recovery reached it from the same state: the recovery "
+                "is not deterministic"
+            )
+            return (), None
+        quiet(copy)
+        ended = world.state_lines()
+    finally:
+        run.errors += [f"killed-recovery replay: {error}" for error in copy.errors]
+        world.close()
+    diff = tuple(
+        difflib.unified_diff(final, ended, "uninterrupted", "killed+rerun", n=0, lineterm="")
+    )
+    return diff, point

@@ -1,0 +1,132 @@
+"""What exploring one crash test found: the report, its failure, and the text a user reads."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from .case import CaseResult
+from .invariants import INVARIANTS
+from .schedule import ChangeAuthority, Deliver, LookupTimeouts, Schedule
+
+__all__ = ["ExplorationReport", "Failure", "render_failure"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Failure:
+    """A failing schedule, minimal for its mode, with everything needed to act on it."""
+
+    schedule: Schedule
+    token: str
+    replay_command: str
+    violations: tuple[str, ...]
+    invariants: tuple[int, ...]
+    errors: tuple[str, ...]
+    timeline: str
+    run_dir: str | None
+    fingerprint: str
+    deterministic: bool
+    rerun_fingerprint: str
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["schedule"] = self.schedule.to_dict()
+        data["schedule_text"] = str(self.schedule)
+        return data
+
+
+@dataclasses.dataclass
+class ExplorationReport:
+    """What exploring one test found."""
+
+    nodeid: str
+    seed: int | None
+    mode: str
+    cases: int = 0
+    reached: dict[str, int] = dataclasses.field(default_factory=dict)
+    killed: dict[str, int] = dataclasses.field(default_factory=dict)
+    recovered: int = 0
+    declared: tuple[str, ...] = ()
+    failure: Failure | None = None
+    #: Where the worker's final outcome differed from the reference worker's, per schedule
+    #: (only with a differential check).
+    differences: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+    @property
+    def unreached(self) -> list[str]:
+        return [p for p in self.declared if not self.reached.get(p)]
+
+    @property
+    def verdict(self) -> str:
+        return "failed" if self.failure is not None else "passed"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "nodeid": self.nodeid,
+            "verdict": self.verdict,
+            "seed": self.seed,
+            "mode": self.mode,
+            "cases": self.cases,
+            "coverage": {
+                point: {
+                    "reached": self.reached.get(point, 0),
+                    "killed": self.killed.get(point, 0),
+                }
+                for point in sorted(set(self.declared) | set(self.reached))
+            },
+            "recovered": self.recovered,
+            "unreached": self.unreached,
+            "failure": None if self.failure is None else self.failure.to_json(),
+            "differences": self.differences,
+        }
+
+    def count(self, result: CaseResult) -> None:
+        self.cases += 1
+        for point, hits in result.hits.items():
+            if hits:
+                self.reached[point] = self.reached.get(point, 0) + 1
+        for kill in result.kills:
+            point = kill.partition("#")[0]
+            self.killed[point] = self.killed.get(point, 0) + 1
+        steps = result.schedule.steps
+        if any(isinstance(s, Deliver) and s.duplicate for s in steps):
+            self.reached["D"] = self.reached.get("D", 0) + 1
+        if any(isinstance(s, ChangeAuthority) for s in steps):
+            self.reached["E"] = self.reached.get("E", 0) + 1
+        if any(isinstance(s, LookupTimeouts) for s in steps):
+            self.reached["F"] = self.reached.get("F", 0) + 1
+        if result.kills and result.passed:
+            self.recovered += 1
+
+
+def render_failure(report: ExplorationReport) -> str:
+    """The failure report a user reads: what broke, the schedule, evidence, timeline, replay."""
+    failure = report.failure
+    if failure is None:
+        return ""
+    names = ", ".join(f"{n} ({INVARIANTS[n]})" for n in failure.invariants) or "none"
+    lines = [
+        f"crashpoints: {len(failure.violations)} violation(s) of invariant(s) {names}",
+        f"minimal schedule: {failure.schedule}",
+        "",
+        *failure.violations,
+    ]
+    if failure.errors:
+        lines += ["", "harness errors:", *(f"    {e}" for e in failure.errors)]
+    if not failure.deterministic:
+        lines += [
+            "",
+            "NONDETERMINISM: the same schedule run again ended in another state "
+            f"(fingerprint {failure.fingerprint[:12]} vs {failure.rerun_fingerprint[:12]}); "
+            "the harness or the code under test depends on something the schedule does not fix.",
+        ]
+    lines += [
+        "",
+        "timeline:",
+        failure.timeline,
+        "",
+        f"cases run: {report.cases}; seed: {report.seed}",
+        f"run directory (kept): {failure.run_dir}",
+        f"replay: {failure.replay_command}",
+    ]
+    return "\n".join(lines)

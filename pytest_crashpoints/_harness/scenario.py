@@ -1,0 +1,58 @@
+"""What a crash test runs: a worker, its recovery, the messages and the providers."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from .._ledger.authority import Authority
+from ..errors import CrashpointsError
+from .context import Context, ProviderSpec
+
+if TYPE_CHECKING:
+    from .._ledger.views import LedgerView
+    from .._process.handle import StartMethod
+
+__all__ = ["Recovery", "Scenario", "WorkerFn"]
+
+WorkerFn = Callable[[Any, Context], object]
+Recovery = Callable[[Context], object]
+
+
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    """What a crash test runs: a worker, its recovery, the messages, the providers.
+
+    ``worker(message, ctx)`` handles one message in a worker process; ``recover(ctx)`` runs
+    recovery. Each message is a mapping with a ``task_id``; ``authorities`` gives each task
+    its initial authority. ``ledger_view(ctx)`` reads the ledger the invariants are checked
+    on (default: the reference ledger). ``transport_points`` are the points the crash
+    transport fires (B and C); leave them empty when the worker marks B and C itself (as the
+    reference ``guarded_call`` does).
+    """
+
+    worker: WorkerFn
+    recover: Recovery
+    messages: tuple[Mapping[str, Any], ...]
+    providers: tuple[ProviderSpec, ...]
+    authorities: Mapping[str, Authority]
+    ledger_view: Callable[[Context], LedgerView] | None = None
+    transport_points: tuple[str, ...] = ()
+    timeout: float = 30.0
+    start_method: StartMethod = "fork"
+
+    def __post_init__(self) -> None:
+        for index, message in enumerate(self.messages):
+            task = message.get("task_id") if isinstance(message, Mapping) else None
+            if not isinstance(task, str) or not task:
+                raise CrashpointsError(
+                    f"message {index} ({message!r}) has no task_id; every message is a mapping "
+                    "with a 'task_id' string, e.g. {'task_id': 't-1', ...}."
+                )
+            if task not in self.authorities:
+                raise CrashpointsError(
+                    f"message {index} belongs to task {task!r}, which has no authority; pass "
+                    f"authorities={{{task!r}: Authority.of(tenant_id=..., "
+                    "credential_scope=..., policy_version=...)}."
+                )

@@ -1,0 +1,278 @@
+"""The steps of a case: each delivery, recovery run and fault of a schedule, as it happens.
+
+:class:`CaseRun` is the parent's side of one case over its :class:`~.world.World`: it starts
+every worker and recovery as a real subprocess (through ``_process``), killed at the
+scheduled fail point, and records what happened: the history (the timeline), the incidents
+a violation's story tells, the fail points reached and the kills, the messages whose worker
+died before acknowledging them (the queue delivers those again), and an observation of the
+ledger after each step (invariant 5).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..errors import CrashpointsError
+from .context import CaseEnv, Context
+from .evidence import Incident, Observation
+from .history import History
+from .scenario import Recovery, Scenario, WorkerFn
+from .schedule import Advance, ChangeAuthority, Deliver, KillAt, LookupTimeouts, Recover, Step
+from .world import World
+
+if TYPE_CHECKING:
+    from .._process.outcome import Outcome
+
+__all__ = ["CaseRun", "fork_server_for"]
+
+
+def _deliver_entry(worker: WorkerFn, env: CaseEnv, worker_id: str, message: Any) -> object:
+    ctx = Context(env, worker_id)
+    try:
+        return worker(message, ctx)
+    finally:
+        ctx.close()
+
+
+def _recover_entry(recovery: Recovery, env: CaseEnv, worker_id: str) -> object:
+    ctx = Context(env, worker_id)
+    try:
+        return recovery(ctx)
+    finally:
+        ctx.close()
+
+
+class CaseRun:
+    """The parent's side of one case: the processes it starts and what it saw of them."""
+
+    def __init__(self, world: World, *, fresh: bool = True) -> None:
+        self.world = world
+        self.scenario: Scenario = world.scenario
+        self.env = world.env
+        self.clock = world.clock
+        self.history = History()
+        self.observations: list[Observation] = []
+        self.incidents: list[Incident] = []
+        self.hits: dict[str, int] = {}
+        self.kills: list[str] = []
+        self.delivery_hits: dict[int, dict[str, int]] = {}
+        #: Messages whose last delivery did not complete: the queue redelivers them.
+        self.unacked: dict[int, None] = {}
+        self.errors: list[str] = []
+        #: The fail points the quiet phase's first recovery run reached.
+        self.first_quiet_points: frozenset[str] = frozenset()
+        self.step = 0
+        self._runs = 0
+        if fresh:
+            self.history.add(0, self.clock.now(), "setup", world.describe())
+
+    # -- running processes ------------------------------------------------------------------
+
+    def _worker_id(self, role: str) -> str:
+        self._runs += 1
+        return f"{role}-{self._runs}"
+
+    def _faults(self, kill: KillAt | None) -> list[Any]:
+        from .._inject.failpoints import Fault, Kill
+
+        return [] if kill is None else [Fault(kill.point, Kill(), hit=kill.hit)]
+
+    def _record(self, who: str, outcome: Outcome) -> None:
+        from .._process.outcome import Completed, Killed, Raised, TimedOut
+
+        now = self.clock.now()
+        for hit in getattr(outcome, "hits", ()):
+            self.hits[hit.point] = max(self.hits.get(hit.point, 0), hit.n)
+        if isinstance(outcome, Completed):
+            self.history.add(self.step, now, "worker", f"{who} completed")
+        elif isinstance(outcome, Killed):
+            where = (
+                outcome.point
+                if outcome.fired_at == outcome.point
+                else (f"{outcome.point} (fired at {outcome.fired_at})")
+            )
+            text = f"{who} was killed at {where} (hit {outcome.hit})"
+            self.kills.append(f"{outcome.point}#{outcome.hit}")
+            self.incidents.append(Incident(now, text))
+            self.history.add(self.step, now, "kill", text, point=outcome.point, hit=outcome.hit)
+        elif isinstance(outcome, Raised):
+            self.history.add(
+                self.step, now, "raised", f"{who} raised {outcome.exc_type}: {outcome.message}"
+            )
+        elif isinstance(outcome, TimedOut):
+            text = f"{who} timed out after {outcome.after:.1f}s (timeout {outcome.timeout:g}s)"
+            self.errors.append(text)
+            self.history.add(self.step, now, "timeout", text)
+        else:
+            text = f"{who} died without reporting: {outcome!r}"
+            self.errors.append(text)
+            self.history.add(self.step, now, "died", text)
+
+    def _run(
+        self, fn: Callable[..., object], args: Sequence[object], kill: KillAt | None
+    ) -> Outcome:
+        from .._process.worker import run_worker
+
+        return run_worker(
+            fn,
+            args=args,
+            faults=self._faults(kill),
+            timeout=self.scenario.timeout,
+            start_method=self.scenario.start_method,
+            clock=self.clock,
+        )
+
+    def _acknowledge(self, index: int, outcomes: Sequence[Outcome]) -> None:
+        from .._process.outcome import Completed
+
+        if any(isinstance(outcome, Completed) for outcome in outcomes):
+            self.unacked.pop(index, None)
+        else:
+            self.unacked[index] = None
+
+    def deliver(self, index: int, kill: KillAt | None, *, again: bool = False) -> None:
+        who = self._worker_id("worker")
+        message = self.scenario.messages[index]
+        text = f"message {index} to {who}"
+        if again:
+            text = f"redeliver unacknowledged message {index} to {who}"
+        self.history.add(self.step, self.clock.now(), "deliver", text)
+        outcome = self._run(_deliver_entry, (self.scenario.worker, self.env, who, message), kill)
+        self._acknowledge(index, [outcome])
+        if index not in self.delivery_hits:
+            reached: dict[str, int] = {}
+            for hit in getattr(outcome, "hits", ()):
+                reached[hit.point] = max(reached.get(hit.point, 0), hit.n)
+            self.delivery_hits[index] = reached
+        self._record(who, outcome)
+
+    def deliver_concurrently(self, index: int, pause_at: str, kill: KillAt | None) -> None:
+        from .._process.delivery import deliver_concurrently
+        from ..errors import WorkerNotPaused
+
+        first, second = self._worker_id("worker"), self._worker_id("worker")
+        message = self.scenario.messages[index]
+        self.history.add(
+            self.step,
+            self.clock.now(),
+            "deliver",
+            f"message {index} to {first} and {second} at once; {first} waits at {pause_at} "
+            f"while {second} runs",
+        )
+        handlers = tuple(
+            functools.partial(_deliver_entry, self.scenario.worker, self.env, who)
+            for who in (first, second)
+        )
+        try:
+            outcomes = deliver_concurrently(
+                handlers,
+                message,
+                # Hold the second worker before its handler, let the first run to the gate,
+                # run the second to its end, then let the first finish.
+                interleaving=[(1, "D"), (0, pause_at), (1, None), (0, None)],
+                faults=[self._faults(kill), []],
+                timeout=self.scenario.timeout,
+                start_method=self.scenario.start_method,
+                clock=self.clock,
+            )
+        except WorkerNotPaused as exc:
+            text = f"the interleaving could not be forced: {exc}"
+            self.errors.append(text)
+            self.history.add(self.step, self.clock.now(), "error", text)
+            return
+        self._acknowledge(index, outcomes)
+        for who, outcome in zip((first, second), outcomes, strict=True):
+            self._record(who, outcome)
+
+    def recover(self, kill: KillAt | None = None) -> Outcome:
+        who = self._worker_id("recovery")
+        self.history.add(
+            self.step,
+            self.clock.now(),
+            "recovery",
+            f"{who} starts" + (f" ({kill})" if kill else ""),
+        )
+        outcome = self._run(_recover_entry, (self.scenario.recover, self.env, who), kill)
+        self._record(who, outcome)
+        return outcome
+
+    def change_authority(self, index: int, change: str) -> None:
+        task = str(self.scenario.messages[index]["task_id"])
+        text = self.world.change_authority(task, change)
+        self.history.add(self.step, self.clock.now(), "authority", text)
+
+    def observe(self, label: str) -> None:
+        view = self.world.view()
+        self.observations.append(
+            Observation(
+                self.step, self.clock.now(), label, tuple(view.attempts()), tuple(view.queue())
+            )
+        )
+
+    # -- schedule steps ---------------------------------------------------------------------
+
+    def execute(self, step: Step) -> None:
+        """Do what one schedule step says."""
+        if isinstance(step, Deliver):
+            if step.duplicate == "concurrent":
+                self.deliver_concurrently(step.message, step.pause_at, step.kill)
+            else:
+                self.deliver(step.message, step.kill)
+                if step.duplicate == "after":
+                    self.observe(f"after the first delivery of message {step.message}")
+                    self.clock.advance(1.0)
+                    self.deliver(step.message, None)
+        elif isinstance(step, ChangeAuthority):
+            self.change_authority(step.message, step.change)
+        elif isinstance(step, LookupTimeouts):
+            provider = self.world.providers.get(step.provider)
+            if provider is None:
+                raise CrashpointsError(
+                    f"schedule step {step} names provider {step.provider!r}, which this case "
+                    f"does not have ({', '.join(self.world.providers)})."
+                )
+            provider.faults.lookup_timeouts(step.calls)
+            self.history.add(self.step, self.clock.now(), "fault", str(step))
+        elif isinstance(step, Recover):
+            self.recover(step.kill)
+        elif isinstance(step, Advance):
+            self.clock.advance(step.seconds)
+            self.history.add(self.step, self.clock.now(), "clock", str(step))
+        else:  # pragma: no cover - the Step union is closed
+            raise CrashpointsError(f"unknown schedule step {step!r}")
+
+
+def _prepare_parent() -> None:
+    """Import, in the parent, what every worker and recovery process would import, and
+    prime the wall-time pin, so that forked children start warm."""
+    import fake_providers  # noqa: F401
+
+    from .._agent import adapters, recovery, toolcall  # noqa: F401
+    from .._inject import transport  # noqa: F401
+    from .._process.clock import prime_wall_time_pins
+    from . import reference  # noqa: F401
+
+    prime_wall_time_pins()
+
+
+@contextlib.contextmanager
+def fork_server_for(*scenarios: Scenario | None) -> Iterator[None]:
+    """Start the workers of the cases of ``scenarios`` from one fork server until the block
+    ends: each worker then moves an inherited wall-time pin instead of starting freezegun
+    anew. The scenarios' callables and messages are passed to the server by reference, so
+    closures work as under a plain fork."""
+    from .._process.forkserver import serving
+
+    _prepare_parent()
+    forked = [s for s in scenarios if s is not None and s.start_method == "fork"]
+    if not forked:  # spawn: every process is a fresh interpreter, never a fork of this one
+        yield
+        return
+    keep: list[object] = []
+    for scenario in forked:
+        keep += [scenario.worker, scenario.recover, *scenario.messages]
+    with serving(keep):
+        yield

@@ -1,0 +1,204 @@
+"""The world of one case: its clock, its providers and their keys, the authority store.
+
+Everything here lives in the case's run directory, outside every worker process: it survives
+the kills. The harness changes it between steps (an authority change, a provider's lookups
+timing out) and reads it after the case (the providers' journals, the ledger through its
+view) to gather the evidence.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._ledger.authority import Authority
+from .authority_store import AuthorityChange
+from .context import CaseEnv, Context, key_secret, make_provider
+from .evidence import ProviderRequest
+from .scenario import Scenario
+
+if TYPE_CHECKING:
+    from fake_providers import Provider
+
+    from .._ledger.views import LedgerView
+    from .._process.clock import HarnessClock
+    from .authority_store import AuthorityStore
+
+__all__ = ["World", "authority_text"]
+
+
+class World:
+    """The external reality of one case over its run directory.
+
+    ``fresh`` sets it up (provider settings, each task's initial authority and API key); a
+    world opened on a copy of a run directory (``fresh=False``) takes it as it is.
+    """
+
+    def __init__(self, scenario: Scenario, env: CaseEnv, *, fresh: bool = True) -> None:
+        from .._process.clock import HarnessClock
+        from .authority_store import AuthorityStore
+
+        self.scenario = scenario
+        self.env = env
+        env.run_dir.journals.mkdir(parents=True, exist_ok=True)
+        self.clock: HarnessClock = HarnessClock(env.clock_path)
+        self.providers: dict[str, Provider] = {
+            spec.name: make_provider(env, spec, self.clock) for spec in env.providers
+        }
+        self.store: AuthorityStore = AuthorityStore(env.authority_path, clock=self.clock.now)
+        self.ctx = Context(env, "harness")
+        if fresh:
+            self._set_up()
+
+    def close(self) -> None:
+        self.ctx.close()
+        for provider in self.providers.values():
+            provider.close()
+
+    # -- set-up -----------------------------------------------------------------------------
+
+    def _set_up(self) -> None:
+        from fake_providers import ProviderSettings
+
+        for spec in self.env.providers:
+            self.providers[spec.name].settings.replace(
+                ProviderSettings(
+                    idempotency=spec.idempotency,
+                    search_lag=spec.search_lag,
+                    retention=spec.retention,
+                )
+            )
+        for task_id, authority in self.scenario.authorities.items():
+            self.store.set(task_id, authority, reason="initial authority")
+            self._issue_key(authority)
+
+    def describe(self) -> str:
+        """One line for the timeline: how many messages, which providers."""
+        providers = ", ".join(
+            spec.name + ("" if spec.idempotent or spec.name != "payments" else " (no idempotency)")
+            for spec in self.env.providers
+        )
+        return f"{len(self.scenario.messages)} message(s); providers: {providers}"
+
+    def _issue_key(self, authority: Authority) -> None:
+        from fake_providers import ApiKey
+
+        key = ApiKey(key_secret(authority), authority.tenant_id, authority.credential_scope)
+        for provider in self.providers.values():
+            provider.keys.add(key)
+
+    def _retire_key(self, authority: Authority) -> None:
+        # One key per tenant and scope: it stays while any task's authority still uses it.
+        secret = key_secret(authority)
+        still_used = any(
+            current is not None and key_secret(current) == secret
+            for current in (self.store.current(task) for task in self.scenario.authorities)
+        )
+        if not still_used:
+            for provider in self.providers.values():
+                provider.keys.revoke(key_secret(authority))
+
+    # -- changes between steps --------------------------------------------------------------
+
+    def change_authority(self, task: str, change: str) -> str:
+        """E: change the authority of ``task``; return what changed, for the timeline."""
+        before = self.store.current(task)
+        if before is None:
+            return f"{task}: already revoked"
+        if change == "revoke":
+            self.store.revoke(task, reason="E: revoked")
+        elif change == "narrow":
+            narrowed = {s for s in before.credential_scope if not s.endswith(":write")}
+            self.store.narrow_scope(task, narrowed, reason="E: write scopes withdrawn")
+        elif change == "bump_policy":
+            self.store.bump_policy(
+                task, f"{before.policy_version}-next", reason="E: policy version bumped"
+            )
+        else:
+            self.store.move_tenant(task, f"{before.tenant_id}-moved", reason="E: moved tenant")
+        after = self.store.current(task)
+        if after is not None:
+            self._issue_key(after)
+        self._retire_key(before)
+        return (
+            f"E: {change.replace('_', ' ')} for {task}: {authority_text(before)} -> "
+            f"{authority_text(after)}"
+        )
+
+    def lift_faults(self) -> None:
+        for provider in self.providers.values():
+            provider.faults.lift()
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def view(self) -> LedgerView:
+        """The ledger the invariants read: the scenario's view, or the reference ledger."""
+        if self.scenario.ledger_view is None:
+            return self.ctx.ledger
+        return self.scenario.ledger_view(self.ctx)
+
+    def requests(self) -> list[ProviderRequest]:
+        """Every request every provider received, as its journal recorded it."""
+        out = []
+        for spec in self.env.providers:
+            for record in self.providers[spec.name].journal.requests():
+                out.append(
+                    ProviderRequest(
+                        provider=spec.name,
+                        request_id=record.request_id,
+                        at=record.time,
+                        tenant_id=record.tenant_id,
+                        scope=frozenset(record.scopes or ()),
+                        kind=record.operation or record.kind or "",
+                        operation_key=record.idempotency_key or record.correlation_id,
+                        args_hash=record.args_hash,
+                        payload_hash=record.payload_hash,
+                        status=record.status or 0,
+                        effect_applied=record.effect_applied,
+                        idempotent=spec.idempotent,
+                        object_id=record.object_id,
+                        attempt_id=record.attempt_id,
+                    )
+                )
+        return out
+
+    def state_lines(self) -> list[str]:
+        """The final state without volatile ids: what two runs of a schedule must share."""
+        view = self.view()
+        attempts = sorted(view.attempts(), key=lambda a: (a.created_at, a.idempotency_key))
+        names: dict[str, str] = {}
+
+        def name(key: str | None) -> str:
+            if key is None:
+                return "-"
+            return names.setdefault(key, f"k{len(names) + 1}")
+
+        by_id = {a.attempt_id: a for a in attempts}
+        lines = []
+        for a in attempts:
+            parent = by_id.get(a.parent_attempt_id or "")
+            lines.append(
+                f"attempt {name(a.idempotency_key)} task={a.task_id} tool={a.tool_name} "
+                f"state={a.state.value} args={a.args_hash[:12]} tenant={a.authority.tenant_id} "
+                f"scope='{a.authority.scope_text}' policy={a.authority.policy_version} "
+                f"parent={name(parent.idempotency_key) if parent else '-'}"
+            )
+        for spec in self.env.providers:
+            for effect in self.providers[spec.name].journal.effects():
+                key = name(effect.idempotency_key or effect.correlation_id)
+                digest = (effect.args_hash or effect.payload_hash)[:12]
+                lines.append(
+                    f"effect {spec.name} key={key} args={digest} tenant={effect.tenant_id}"
+                )
+        return lines
+
+    def authority_history(self) -> list[AuthorityChange]:
+        return self.store.changes()
+
+
+def authority_text(authority: Authority | None) -> str:
+    if authority is None:
+        return "revoked"
+    return (
+        f"tenant {authority.tenant_id}, scope '{authority.scope_text}', "
+        f"policy {authority.policy_version}"
+    )

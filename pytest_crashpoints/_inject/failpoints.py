@@ -1,0 +1,336 @@
+"""Fail points: the places where the harness may kill, raise or pause a worker.
+
+Outside a harness run :func:`crashpoint` does nothing, so it can stay in production code: the
+disarmed path is one module-level ``None`` check and a return. Inside a worker started by the
+harness (``pytest_crashpoints._worker``), the worker installs a plan of :class:`Fault` s before
+the user's callable runs, and every call is counted, traced and matched against the plan.
+
+Actions
+-------
+:class:`Kill`
+    ``SIGKILL`` of the current process. No ``finally``, no ``atexit``, no buffered output
+    flushed. Just before the signal, a small record (which point, which hit) is written to the
+    harness with an unbuffered ``os.write`` on the worker's pipe, so the parent can say where the
+    worker died.
+:class:`Raise`
+    Raise the given exception at the point (an exception is not a crash: the outcome is
+    *raised*).
+:class:`Pause`
+    Tell the harness the worker reached the gate and block until the harness releases it; this
+    forces a chosen interleaving of two workers. While paused, other threads of the worker that
+    reach a fail point wait too.
+:class:`Count`
+    Match and count only (the outcome reports how often each fault matched).
+
+Triggers: a fault matches a call when the names are equal and every ``when`` item equals the
+call's context item; it acts on the ``hit``-th matching call (``hit=None``: on every one).
+
+Where the crash points fire
+---------------------------
+``"A"``
+    The reference tool wrapper calls ``crashpoint("A", tool=..., task_id=..., attempt_id=...)``
+    after the intent commit, before marking the attempt dispatched.
+``"B"``
+    The harness transport (``pytest_crashpoints._transport``) calls
+    ``crashpoint("B", source="transport", ...)`` after the provider handled the request and its
+    whole response body was read (the provider has applied and committed the effect), before the
+    response is returned to the client. The reference wrapper also calls ``crashpoint("B")``
+    after ``dispatch`` returned; both are hits of ``"B"`` (the transport's comes first).
+``"C"``
+    The harness transport *defers* C: when a C fault matches as the response is handed back,
+    the action is held as pending and fires at the start of the next :func:`crashpoint` call of
+    any name in that worker. The reference ledger calls
+    ``crashpoint("ledger.write", op=..., attempt_id=...)`` at the start of every write
+    transaction, so a transport C kill happens at the next ledger write or at the next fail
+    point, whichever is first (in the reference wrapper: its own ``crashpoint("B")`` right
+    after ``dispatch`` returns, before anything of the response is recorded).
+    Code that calls ``crashpoint("C")`` itself is acted on at once. A pending action that never
+    finds a next call does not fire.
+``"D"``
+    The delivery harness (``pytest_crashpoints._delivery``) calls
+    ``crashpoint("D", delivery=n)`` in the worker before the handler gets the message.
+``"E"``, ``"F"``
+    Harness-side changes (authority store, provider lookups); not fail points in the worker.
+
+Any other name is yours (recovery uses its own). :func:`crashpoint_context` adds context to
+every call made inside it (the reference wrapper sets ``tool=...`` around ``dispatch`` so that
+the transport's points can be targeted per tool).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import os
+import signal
+import threading
+import types
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Protocol, TypeAlias
+
+from ..errors import HarnessUsageError
+
+__all__ = [
+    "CRASH_POINTS",
+    "Action",
+    "Count",
+    "Fault",
+    "Hit",
+    "Kill",
+    "Pause",
+    "Raise",
+    "crashpoint",
+    "crashpoint_context",
+]
+
+CRASH_POINTS = ("A", "B", "C", "D", "E", "F")
+
+# The most hits a worker keeps in its trace; a worker in a loop must not exhaust memory.
+_TRACE_LIMIT = 100_000
+
+
+@dataclasses.dataclass(frozen=True)
+class Kill:
+    """SIGKILL the worker at the point: no ``finally``, no ``atexit``, no flush."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Raise:
+    """Raise ``exception`` at the point. It must be picklable to cross a spawn."""
+
+    exception: BaseException
+
+
+@dataclasses.dataclass(frozen=True)
+class Pause:
+    """Block at the point until the harness calls ``release(gate)`` on the worker."""
+
+    gate: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Count:
+    """Only count matching hits."""
+
+
+Action: TypeAlias = Kill | Raise | Pause | Count
+
+
+@dataclasses.dataclass(frozen=True)
+class Fault:
+    """An action armed at a fail point.
+
+    ``point`` is a fail point name; ``action`` what to do there; ``hit`` which matching call
+    acts (1 = the first; ``None`` = every one); ``when`` the context items a call must carry to
+    match (e.g. ``{"tool": "send_email"}``).
+
+    Raises :class:`HarnessUsageError` for an empty point name, a ``hit`` below 1, or an
+    action that is not one of Kill, Raise, Pause, Count.
+    """
+
+    point: str
+    action: Action = dataclasses.field(default_factory=Kill)
+    hit: int | None = dataclasses.field(default=1, kw_only=True)
+    when: Mapping[str, object] = dataclasses.field(default_factory=dict, kw_only=True)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.point, str) or not self.point:
+            raise HarnessUsageError(
+                f"fault point {self.point!r} is not a fail point name; use one of "
+                f"{', '.join(CRASH_POINTS)} or a non-empty name of your own."
+            )
+        if self.hit is not None and (not isinstance(self.hit, int) or self.hit < 1):
+            raise HarnessUsageError(
+                f"fault at {self.point!r}: hit={self.hit!r} is not a hit number; use 1 for the "
+                "first matching call, 2 for the second, ..., or None for every one."
+            )
+        if not isinstance(self.action, Kill | Raise | Pause | Count):
+            raise HarnessUsageError(
+                f"fault at {self.point!r}: action {self.action!r} is not Kill(), Raise(exc), "
+                "Pause(gate) or Count()."
+            )
+
+    def matches(self, name: str, context: Mapping[str, object]) -> bool:
+        """Whether a call of ``name`` with ``context`` is one this fault looks at."""
+        if name != self.point:
+            return False
+        missing = object()
+        return all(context.get(key, missing) == value for key, value in self.when.items())
+
+
+@dataclasses.dataclass(frozen=True)
+class Hit:
+    """One fail point call in a worker: its name, its number among calls of that name (from 1)
+    and its context (values that are not plain JSON scalars are kept as their ``repr``)."""
+
+    point: str
+    n: int
+    context: Mapping[str, object]
+
+
+class Channel(Protocol):
+    """The worker's line to the harness (a ``multiprocess`` connection)."""
+
+    def send(self, obj: Any) -> None: ...
+
+    def recv(self) -> Any: ...
+
+
+@dataclasses.dataclass
+class _Pending:
+    fault_index: int
+    point: str
+    n: int
+    context: dict[str, object]
+
+
+class _Armed:
+    """The plan installed in a worker, with its counters and trace."""
+
+    def __init__(
+        self,
+        faults: tuple[Fault, ...],
+        channel: Channel,
+        *,
+        on_hit: Callable[[], None] | None = None,
+    ) -> None:
+        self.faults = faults
+        self.channel = channel
+        self.on_hit = on_hit
+        self.matched = [0] * len(faults)
+        self.counts: dict[str, int] = {}
+        self.trace: list[Hit] = []
+        self.pending: _Pending | None = None
+        self.injected: BaseException | None = None
+        self.injected_at: tuple[str, int] | None = None
+        # Re-entrant: a pause blocks other threads, and on_hit may itself call crashpoint.
+        self.lock = threading.RLock()
+
+    def hit(self, name: str, context: dict[str, object], *, defer: bool) -> None:
+        with self.lock:
+            if self.on_hit is not None:
+                self.on_hit()
+            pending, self.pending = self.pending, None
+            if pending is not None:
+                self._act(pending.fault_index, pending.point, pending.n, pending.context, name)
+            n = self.counts.get(name, 0) + 1
+            self.counts[name] = n
+            plain = _plain(context)
+            if len(self.trace) < _TRACE_LIMIT:
+                self.trace.append(Hit(name, n, plain))
+            for index, fault in enumerate(self.faults):
+                if not fault.matches(name, context):
+                    continue
+                self.matched[index] += 1
+                if fault.hit is not None and self.matched[index] != fault.hit:
+                    continue
+                if isinstance(fault.action, Count):
+                    continue
+                if defer:
+                    self.pending = _Pending(index, name, n, plain)
+                    return
+                self._act(index, name, n, plain, name)
+
+    def _act(
+        self, index: int, point: str, n: int, context: dict[str, object], fired_at: str
+    ) -> None:
+        action = self.faults[index].action
+        if isinstance(action, Kill):
+            record = ("killed", point, n, context, fired_at, self.trace, self.matched)
+            with contextlib.suppress(BaseException):
+                self.channel.send(record)
+            os.kill(os.getpid(), signal.SIGKILL)
+        elif isinstance(action, Raise):
+            self.injected = action.exception
+            self.injected_at = (point, n)
+            raise action.exception
+        elif isinstance(action, Pause):
+            self._pause(action.gate, point, n)
+
+    def _pause(self, gate: str, point: str, n: int) -> None:
+        try:
+            self.channel.send(("paused", gate, point, n))
+            while self.channel.recv() != ("release", gate):
+                pass
+        except (EOFError, OSError):
+            # The harness is gone: nobody will release this gate, and nobody is left to tell.
+            os.kill(os.getpid(), signal.SIGKILL)
+        if self.on_hit is not None:
+            # The harness usually moves the clock while a worker waits at a gate.
+            self.on_hit()
+
+
+_armed: _Armed | None = None
+_context: contextvars.ContextVar[Mapping[str, object]] = contextvars.ContextVar(
+    "crashpoints_context", default=types.MappingProxyType({})
+)
+
+
+def crashpoint(name: str, /, **context: object) -> None:
+    """Mark a place where the harness may crash this process.
+
+    ``name`` is one of the crash points (``"A"``, ``"B"``, ``"C"``...) or a name of your own;
+    ``context`` (e.g. ``tool="send_email"``) lets a schedule target one call among many.
+    Outside a harness run this returns at once and does nothing. Inside a worker run it may
+    never return (a kill), raise the armed exception, or block until the harness releases it.
+    """
+    if _armed is None:
+        return None
+    _hit(name, context, defer=False)
+    return None
+
+
+def _hit(name: str, context: dict[str, object], *, defer: bool) -> None:
+    armed = _armed
+    if armed is None:
+        return
+    ambient = _context.get()
+    if ambient:
+        context = {**ambient, **context}
+    armed.hit(name, context, defer=defer)
+
+
+def crashpoint_deferred(name: str, /, **context: object) -> None:
+    """Count a hit of ``name`` now, but hold a matching action until the next fail point call.
+
+    This is how the transport implements C: the response is delivered, and the kill happens at
+    the next ledger write or fail point.
+    """
+    if _armed is None:
+        return None
+    _hit(name, context, defer=True)
+    return None
+
+
+@contextlib.contextmanager
+def crashpoint_context(**context: object) -> Iterator[None]:
+    """Add ``context`` to every :func:`crashpoint` call made inside the block (this thread or
+    task). Inner blocks and explicit arguments win over outer ones."""
+    token = _context.set({**_context.get(), **context})
+    try:
+        yield
+    finally:
+        _context.reset(token)
+
+
+def _plain(context: Mapping[str, object]) -> dict[str, object]:
+    return {
+        key: value if value is None or isinstance(value, str | int | float | bool) else repr(value)
+        for key, value in context.items()
+    }
+
+
+def install(
+    faults: tuple[Fault, ...], channel: Channel, *, on_hit: Callable[[], None] | None = None
+) -> _Armed:
+    """Arm fail points in this process. Only a harness worker calls this, in the child."""
+    global _armed
+    _armed = _Armed(faults, channel, on_hit=on_hit)
+    return _armed
+
+
+def uninstall() -> None:
+    """Disarm fail points in this process."""
+    global _armed
+    _armed = None

@@ -1,0 +1,165 @@
+"""The ``crashpoints`` fixture: what a crash test calls.
+
+::
+
+    @pytest.mark.crashpoints(points="ABCDEF", providers=["email"])
+    def test_invoice_email_survives_crashes(crashpoints):
+        crashpoints.run(worker=agent.handle, recover=agent.recover,
+                        messages=[{"task_id": "t-1", "invoice": "inv-7"}])
+
+``run`` explores crash schedules in real subprocesses and fails the test with a replayable
+report when an invariant breaks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .._ledger.authority import Authority
+from .marker import CrashMarker
+
+if TYPE_CHECKING:
+    from .._harness.context import Context, ProviderSpec
+    from .._harness.explore import CrashSettings
+    from .._harness.report import ExplorationReport
+    from .._ledger.views import LedgerView
+    from .options import SessionOptions
+
+__all__ = ["CrashpointsFixture"]
+
+
+def default_authorities(
+    messages: Sequence[Mapping[str, Any]], providers: Iterable[ProviderSpec]
+) -> dict[str, Authority]:
+    """Each message's task acts for ``message["tenant"]`` (default ``tenant-1``) with read
+    and write scopes on every provider of the test, under policy ``p1``."""
+    scope = sorted(f"{spec.name}:{access}" for spec in providers for access in ("read", "write"))
+    authorities: dict[str, Authority] = {}
+    for message in messages:
+        task = message.get("task_id") if isinstance(message, Mapping) else None
+        if isinstance(task, str) and task not in authorities:
+            tenant = str(message.get("tenant", "tenant-1"))
+            authorities[task] = Authority.of(
+                tenant_id=tenant, credential_scope=scope, policy_version="p1"
+            )
+    return authorities
+
+
+@dataclasses.dataclass
+class CrashpointsFixture:
+    """Runs the test's worker under crash schedules. Created per test by the plugin."""
+
+    nodeid: str
+    marker: CrashMarker
+    options: SessionOptions
+    seed: int | None
+    base_dir: Path
+    report: ExplorationReport | None = None
+
+    def settings(self) -> CrashSettings:
+        """This test's settings: its marker over the session's options."""
+        from .settings import resolve
+
+        return resolve(self.marker, self.options, seed=self.seed)
+
+    def run(
+        self,
+        *,
+        worker: Callable[[Any, Context], object],
+        recover: Callable[[Context], object],
+        messages: Sequence[Mapping[str, Any]],
+        authorities: Mapping[str, Authority] | None = None,
+        ledger_view: Callable[[Context], LedgerView] | None = None,
+        transport_points: Sequence[str] = (),
+        reference_messages: Sequence[Mapping[str, Any]] | None = None,
+    ) -> ExplorationReport:
+        """Explore crash schedules of ``worker`` on ``messages``; fail the test on a violation.
+
+        ``worker(message, ctx)`` handles one message in a worker process; ``recover(ctx)``
+        runs recovery in its own process. ``authorities`` maps each task to its initial
+        authority (default: see :func:`default_authorities`). ``ledger_view(ctx)`` reads your
+        own ledger (default: the reference ledger). ``transport_points`` lets the HTTP
+        transport fire B and C (for workers that do not call ``crashpoint`` themselves).
+        ``reference_messages`` (the same work, as messages for :func:`reference_worker`)
+        turns on the differential check: every schedule also runs on the reference worker,
+        and the report lists where the final outcomes differ.
+
+        Returns the report when every schedule passed (or, with ``expect=``, when the
+        expected violation was caught).
+        """
+        from .._harness.explore import explore
+        from .._harness.report import render_failure
+        from .._harness.scenario import Scenario
+        from ..errors import CrashpointsError
+
+        try:
+            if self.report is not None:
+                raise CrashpointsError(
+                    "crashpoints.run was already called in this test; call it once per test "
+                    "(put several messages in one run, or write one test per scenario)."
+                )
+            providers = self.marker.providers
+            if not providers:
+                raise CrashpointsError(
+                    "the crashpoints marker names no providers; add e.g. "
+                    "providers=['email'] so the harness knows which fake providers to run."
+                )
+            scenario = Scenario(
+                worker=worker,
+                recover=recover,
+                messages=tuple(messages),
+                providers=providers,
+                authorities=dict(authorities or default_authorities(messages, providers)),
+                ledger_view=ledger_view,
+                transport_points=tuple(transport_points),
+                timeout=self.marker.timeout or self.options.timeout,
+                start_method=self.marker.start_method,  # type: ignore[arg-type]
+            )
+            reference = None
+            if reference_messages is not None:
+                from .._harness.reference import reference_recovery, reference_worker
+
+                reference = dataclasses.replace(
+                    scenario,
+                    worker=reference_worker,
+                    recover=reference_recovery,
+                    messages=tuple(reference_messages),
+                    ledger_view=None,
+                    transport_points=(),
+                )
+        except CrashpointsError as exc:
+            # A mistake in how the test is set up: one line that says what to do.
+            pytest.fail(f"crashpoints: {self.nodeid}: {exc}", pytrace=False)
+        settings = self.settings()
+        report = explore(
+            scenario, settings, base_dir=self.base_dir, nodeid=self.nodeid, reference=reference
+        )
+        self.report = report
+        expected = self.marker.expect
+        if expected:
+            found = set(report.failure.invariants) if report.failure else set()
+            if not set(expected) <= found:
+                pytest.fail(
+                    f"crashpoints: the deliberately broken agent of {self.nodeid} was not "
+                    f"caught: expected a violation of invariant(s) {list(expected)}, found "
+                    f"{sorted(found) or 'none'} in {report.cases} case(s).\n"
+                    + render_failure(report),
+                    pytrace=False,
+                )
+            return report
+        if report.failure is not None:
+            pytest.fail(render_failure(report), pytrace=False)
+        if settings.strict_coverage and report.unreached and settings.replay is None:
+            pytest.fail(
+                f"crashpoints: {self.nodeid} declares point(s) {', '.join(report.unreached)} "
+                f"but no case reached them in {report.cases} case(s): a test that never "
+                "reaches a point proves nothing about it. Reach them, or drop them from "
+                "points=.",
+                pytrace=False,
+            )
+        return report

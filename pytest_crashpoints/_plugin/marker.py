@@ -1,0 +1,143 @@
+"""The ``@pytest.mark.crashpoints(...)`` marker: one typed, keyword-only constructor.
+
+Cheap to import (the plugin validates markers at collection).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any
+
+from .._harness.context import ProviderSpec
+from .._inject.failpoints import CRASH_POINTS
+from ..errors import CrashpointsError
+from .options import MODES, START_METHODS
+
+__all__ = ["CrashMarker", "parse_marker"]
+
+
+@dataclasses.dataclass(frozen=True)
+class CrashMarker:
+    """The settings a test's marker gives; ``None`` means "not set: use the options"."""
+
+    points: tuple[str, ...] = CRASH_POINTS
+    providers: tuple[ProviderSpec, ...] = ()
+    mode: str | None = None
+    max_examples: int | None = None
+    max_faults: int | None = None
+    timeout: float | None = None
+    start_method: str = "fork"
+    strict_coverage: bool | None = None
+    expect: tuple[int, ...] = ()
+
+
+def _points(value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        # "ABCDEF" is six points; a string with a dot or longer name is one user point.
+        items: Iterable[object] = list(value) if value.isalpha() and value.isupper() else [value]
+    elif isinstance(value, Iterable):
+        items = value
+    else:
+        raise CrashpointsError(f"points={value!r} is not a string or a list of point names")
+    points: list[str] = []
+    for item in items:
+        if not isinstance(item, str) or not item:
+            raise CrashpointsError(f"point {item!r} is not a point name")
+        if len(item) == 1 and item not in CRASH_POINTS:
+            raise CrashpointsError(
+                f"point {item!r} is not a crash point; the crash points are "
+                f"{', '.join(CRASH_POINTS)} (longer names are your own fail points)"
+            )
+        if item not in points:
+            points.append(item)
+    if not points:
+        raise CrashpointsError("points is empty; name at least one crash point")
+    return tuple(points)
+
+
+def _providers(value: object) -> tuple[ProviderSpec, ...]:
+    if isinstance(value, (str, ProviderSpec)):
+        value = [value]
+    if not isinstance(value, Iterable):
+        raise CrashpointsError(f"providers={value!r} is not a list of provider names")
+    from fake_providers import PROVIDERS
+
+    specs: list[ProviderSpec] = []
+    for item in value:
+        spec = ProviderSpec(item) if isinstance(item, str) else item
+        if not isinstance(spec, ProviderSpec) or spec.name not in PROVIDERS:
+            raise CrashpointsError(
+                f"provider {item!r} is not one of {', '.join(PROVIDERS)} (or a "
+                "ProviderSpec of one)"
+            )
+        if any(s.name == spec.name for s in specs):
+            raise CrashpointsError(f"provider {spec.name!r} is named twice")
+        specs.append(spec)
+    return tuple(specs)
+
+
+def _positive_int(name: str, value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise CrashpointsError(f"{name}={value!r} is not a whole number of 1 or more")
+    return value
+
+
+def _expect(value: object) -> tuple[int, ...]:
+    if value is None:
+        return ()
+    items = [value] if isinstance(value, int) else value
+    if not isinstance(items, Iterable):
+        raise CrashpointsError(f"expect={value!r} is not an invariant number or a list of them")
+    out = []
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, int) or not 1 <= item <= 6:
+            raise CrashpointsError(f"expect={value!r}: {item!r} is not an invariant (1 to 6)")
+        out.append(item)
+    return tuple(sorted(set(out)))
+
+
+def parse_marker(args: tuple[Any, ...], kwargs: dict[str, Any]) -> CrashMarker:
+    """Build the marker's settings; raise CrashpointsError saying what is wrong."""
+    if len(args) > 1:
+        raise CrashpointsError(
+            f"takes at most one positional argument (points), got {len(args)}: {args!r}"
+        )
+    known = {field.name for field in dataclasses.fields(CrashMarker)}
+    unknown = sorted(set(kwargs) - known)
+    if unknown:
+        raise CrashpointsError(
+            f"unknown keyword(s) {', '.join(unknown)}; the marker takes {', '.join(sorted(known))}"
+        )
+    if args and "points" in kwargs:
+        raise CrashpointsError("points is given twice (positionally and as a keyword)")
+    raw_points = args[0] if args else kwargs.get("points", CRASH_POINTS)
+    mode = kwargs.get("mode")
+    if mode is not None and mode not in MODES:
+        raise CrashpointsError(f"mode={mode!r} is not one of {', '.join(MODES)}")
+    start_method = kwargs.get("start_method", "fork")
+    if start_method not in START_METHODS:
+        raise CrashpointsError(
+            f"start_method={start_method!r} is not one of {', '.join(START_METHODS)}"
+        )
+    timeout = kwargs.get("timeout")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
+    ):
+        raise CrashpointsError(f"timeout={timeout!r} is not a positive number of seconds")
+    strict = kwargs.get("strict_coverage")
+    if strict is not None and not isinstance(strict, bool):
+        raise CrashpointsError(f"strict_coverage={strict!r} is not True or False")
+    return CrashMarker(
+        points=_points(raw_points),
+        providers=_providers(kwargs.get("providers", ())),
+        mode=mode,
+        max_examples=_positive_int("max_examples", kwargs.get("max_examples")),
+        max_faults=_positive_int("max_faults", kwargs.get("max_faults")),
+        timeout=None if timeout is None else float(timeout),
+        start_method=start_method,
+        strict_coverage=strict,
+        expect=_expect(kwargs.get("expect")),
+    )

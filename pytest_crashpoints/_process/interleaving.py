@@ -1,0 +1,127 @@
+"""Forced interleavings: run workers concurrently in an order chosen through pause points.
+
+An order is a list of steps ``(worker, point)``: "let ``worker`` run until it reaches its next
+call of ``point``, and hold it there", or ``(worker, None)``: "let it run to its end". Each
+worker is armed with a :class:`Pause` at every point named for it (the k-th step naming a point
+pauses at its k-th call), so between steps every worker that the order has not released yet is
+held at a gate, and what happens after a point happens in the order's order, every time: a race
+becomes reproducible, not lucky.
+
+Code before a worker's first gate runs concurrently with everything else; name a point early
+in the worker (for example ``"D"``, which the delivery harness fires before the handler) to
+hold it from the start. Workers the order does not run to their end are released and run to
+their end after the last step, all released at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from .._inject.failpoints import Fault, Pause
+from ..errors import HarnessUsageError, WorkerNotPaused
+from .clock import HarnessClock
+from .handle import StartMethod, Worker
+from .outcome import Completed, Outcome
+from .worker import DEFAULT_TIMEOUT, start_worker
+
+__all__ = ["Step", "run_interleaved"]
+
+Step = tuple[int, str | None]
+
+
+def _gates(order: Sequence[Step], workers: int) -> tuple[list[str | None], list[list[Fault]]]:
+    """The gate each step waits for (None: the end), and the pause faults of each worker."""
+    seen: dict[tuple[int, str], int] = {}
+    finished: set[int] = set()
+    gates: list[str | None] = []
+    faults: list[list[Fault]] = [[] for _ in range(workers)]
+    for index, step in enumerate(order):
+        worker, point = step
+        if not (isinstance(worker, int) and 0 <= worker < workers):
+            raise HarnessUsageError(
+                f"step {index} {step!r} names worker {worker!r}; there are workers "
+                f"0..{workers - 1}."
+            )
+        if worker in finished:
+            raise HarnessUsageError(
+                f"step {index} {step!r} comes after worker {worker} was run to its end; drop "
+                "it or move the (worker, None) step last for that worker."
+            )
+        if point is None:
+            finished.add(worker)
+            gates.append(None)
+            continue
+        hit = seen[worker, point] = seen.get((worker, point), 0) + 1
+        gate = f"worker {worker} at {point} #{hit}"
+        faults[worker].append(Fault(point, Pause(gate), hit=hit))
+        gates.append(gate)
+    return gates, faults
+
+
+def run_interleaved(
+    calls: Sequence[Callable[[], object]],
+    order: Sequence[Step],
+    *,
+    faults: Sequence[Sequence[Fault]] | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    start_method: StartMethod = "fork",
+    clock: HarnessClock | None = None,
+) -> list[Outcome]:
+    """Run ``calls[i]`` in worker ``i``, all at once, forced through ``order``.
+
+    ``faults[i]`` are extra faults for worker ``i`` (e.g. a kill). ``timeout`` bounds each
+    worker's run. Returns the outcomes in worker order.
+
+    A worker killed, raising or timing out before a gate of its own skips its remaining steps.
+    A worker that *completes* without reaching a gate means the order could not be forced:
+    every worker is killed and :class:`WorkerNotPaused` is raised. Raises
+    :class:`HarnessUsageError` for a step naming no worker or following that worker's end.
+    """
+    extra = [list(f) for f in faults] if faults is not None else [[] for _ in calls]
+    if len(extra) != len(calls):
+        raise HarnessUsageError(
+            f"faults has {len(extra)} entries for {len(calls)} workers; give one (possibly "
+            "empty) list per worker."
+        )
+    gates, pauses = _gates(order, len(calls))
+    workers: list[Worker] = []
+    try:
+        for index, call in enumerate(calls):
+            workers.append(
+                start_worker(
+                    call,
+                    faults=[*pauses[index], *extra[index]],
+                    timeout=timeout,
+                    start_method=start_method,
+                    clock=clock,
+                )
+            )
+        held: list[str | None] = [None] * len(workers)
+        for (index, _point), gate in zip(order, gates, strict=True):
+            worker = workers[index]
+            if worker.outcome is not None:
+                continue
+            holding = held[index]
+            if holding is not None:
+                worker.release(holding)
+                held[index] = None
+            if gate is None:
+                worker.wait()
+                continue
+            try:
+                worker.wait_paused(gate)
+            except WorkerNotPaused as error:
+                if isinstance(error.outcome, Completed):
+                    raise
+                continue
+            held[index] = gate
+        # Release every held worker before waiting for any: one may wait on another.
+        for worker, holding in zip(workers, held, strict=True):
+            if holding is not None and worker.outcome is None:
+                worker.release(holding)
+        for worker in workers:
+            worker.wait()
+    finally:
+        for worker in workers:
+            worker.kill()
+    return [worker.kill() for worker in workers]

@@ -1,0 +1,113 @@
+"""The worker runner: a callable in a real subprocess, armed with faults, with a structured outcome.
+
+:func:`run_worker` runs a callable to its end; :func:`start_worker` returns a
+:class:`~pytest_crashpoints.harness.Worker` handle for runs the harness steers (pause gates,
+concurrent workers). Processes come from ``multiprocess`` (dill pickling), so under
+``start_method="spawn"`` a closure or a lambda still crosses to the child; ``"fork"`` is the
+default and the fastest. While a fork server is active (``forkserver.serving``, as inside
+``run_case``), fork workers are forked by it instead of by this process; the lifetime
+guarantees of ``handle`` hold for them as well.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from .._inject.failpoints import Fault
+from ..errors import HarnessUsageError
+from . import forkserver
+from .clock import HarnessClock
+from .handle import StartMethod, Worker, register, start_process
+from .outcome import Outcome
+
+__all__ = ["DEFAULT_TIMEOUT", "StartMethod", "run_worker", "start_worker"]
+
+DEFAULT_TIMEOUT = 60.0
+
+
+def start_worker(
+    fn: Callable[..., object],
+    /,
+    *,
+    args: Sequence[object] = (),
+    kwargs: Mapping[str, object] | None = None,
+    faults: Sequence[Fault] = (),
+    timeout: float = DEFAULT_TIMEOUT,
+    start_method: StartMethod = "fork",
+    clock: HarnessClock | None = None,
+    log: str | os.PathLike[str] | None = None,
+) -> Worker:
+    """Start ``fn(*args, **kwargs)`` in a new worker process armed with ``faults``.
+
+    ``timeout`` (wall seconds, > 0) bounds the whole run, pauses included. With ``clock``, the
+    worker's wall time is pinned to that harness clock. With ``log``, the worker's stdout and
+    stderr (file descriptors 1 and 2) are appended to that file (e.g. in the run directory's
+    ``logs/``); output still in a buffer when the worker is killed is lost, as it must be.
+    Raises :class:`HarnessUsageError` for a bad timeout, start method or fault.
+    """
+    if not (isinstance(timeout, int | float) and 0 < timeout < float("inf")):
+        raise HarnessUsageError(
+            f"worker timeout {timeout!r} is not a positive number of seconds; every run needs "
+            "a finite timeout (a safety bound in wall time)."
+        )
+    if start_method not in ("fork", "spawn"):
+        raise HarnessUsageError(
+            f"start_method {start_method!r} is not supported; use 'fork' (default) or 'spawn'."
+        )
+    plan = tuple(faults)
+    for fault in plan:
+        if not isinstance(fault, Fault):
+            raise HarnessUsageError(
+                f"{fault!r} is not a Fault; arm a point with Fault('A', Kill()) and friends."
+            )
+    request: dict[str, Any] = {
+        "args": tuple(args),
+        "kwargs": dict(kwargs or {}),
+        "faults": plan,
+        "timeout": float(timeout),
+        "clock_path": None if clock is None else str(clock.path),
+        "log_path": None if log is None else os.fspath(log),
+    }
+    worker = None
+    if start_method == "fork":
+        server = forkserver.active()
+        if server is not None:
+            worker = server.start_worker(fn, **request)
+    if worker is None:
+        worker = start_process(fn, start_method=start_method, **request)
+    register(worker)
+    return worker
+
+
+def run_worker(
+    fn: Callable[..., object],
+    /,
+    *,
+    args: Sequence[object] = (),
+    kwargs: Mapping[str, object] | None = None,
+    faults: Sequence[Fault] = (),
+    timeout: float = DEFAULT_TIMEOUT,
+    start_method: StartMethod = "fork",
+    clock: HarnessClock | None = None,
+    log: str | os.PathLike[str] | None = None,
+) -> Outcome:
+    """Run ``fn(*args, **kwargs)`` in a worker process to its end and return the outcome.
+
+    Same arguments as :func:`start_worker`. A Pause fault in ``faults`` would wait for a
+    release nobody sends and end as :class:`TimedOut`; use :func:`start_worker` to steer gates.
+    """
+    worker = start_worker(
+        fn,
+        args=args,
+        kwargs=kwargs,
+        faults=faults,
+        timeout=timeout,
+        start_method=start_method,
+        clock=clock,
+        log=log,
+    )
+    return worker.wait()
+
+

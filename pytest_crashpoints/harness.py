@@ -1,0 +1,145 @@
+"""The lower-level harness, under the pytest plugin and the ``crashpoints`` command.
+
+For tools built on pytest-crashpoints and for tests that steer processes themselves:
+
+- one case (:func:`run_case` of a :class:`Scenario` under a :class:`Schedule`, giving a
+  :class:`CaseResult`) and the exploration of many (:func:`explore`, :class:`CrashSettings`,
+  :class:`ExplorationReport`);
+- schedules and their steps (:class:`Deliver`, :class:`KillAt`, :class:`ChangeAuthority`,
+  :class:`LookupTimeouts`, :class:`Recover`, :class:`Advance`) and replay tokens
+  (:func:`replay_token`, :func:`read_token`);
+- workers in real subprocesses (:func:`run_worker`, :func:`start_worker`, :class:`Worker`, the
+  outcomes :class:`Completed`, :class:`Killed`, :class:`Raised`, :class:`TimedOut`,
+  :class:`Died`), armed with faults (:class:`Fault` and its actions :class:`Kill`,
+  :class:`Raise`, :class:`Pause`, :class:`Count`), forked from one :func:`fork_server` (a
+  :class:`ForkServer`);
+- forced interleavings and duplicate delivery (:func:`run_interleaved`,
+  :func:`deliver_concurrently`, :func:`redeliver_after_success`, :func:`redeliver_after_crash`);
+- the world of a case: the harness clock (:class:`HarnessClock`), the run directory
+  (:class:`RunDir`), the authority store (:class:`AuthorityStore`), the providers and keys of a
+  case (:class:`World`), the worker's :class:`Context` and its providers (:class:`ProviderSpec`);
+- schedule spaces: every schedule up to a bound (:class:`Space`, :func:`enumerate_schedules`),
+  one of each kind (:func:`covering_schedules`)
+  or a Hypothesis strategy of them (:func:`schedules`);
+- what a case leaves behind (:class:`Evidence`, :class:`ProviderRequest`, :class:`History`) and
+  the invariants checked on it (:data:`INVARIANTS`, :func:`check_all`, :class:`Violation`).
+"""
+
+from ._harness.authority_store import AuthorityChange, AuthorityStore
+from ._harness.case import CaseResult, run_case
+from ._harness.context import CaseEnv, Context, ProviderSpec
+from ._harness.evidence import (
+    Evidence,
+    ExpectedEffect,
+    Incident,
+    Observation,
+    ProviderRequest,
+    RecoveryRerun,
+)
+from ._harness.explore import CrashSettings, explore
+from ._harness.history import History
+from ._harness.invariants import INVARIANTS, Violation, check_all
+from ._harness.report import ExplorationReport, Failure, render_failure
+from ._harness.rundir import RunDir
+from ._harness.scenario import Scenario
+from ._harness.schedule import (
+    Advance,
+    ChangeAuthority,
+    Deliver,
+    KillAt,
+    LookupTimeouts,
+    Recover,
+    Schedule,
+    Space,
+    Step,
+    covering_schedules,
+    enumerate_schedules,
+    schedules,
+)
+from ._harness.token import Token, read_token, replay_token
+from ._harness.world import World
+from ._inject.failpoints import CRASH_POINTS, Count, Fault, Hit, Kill, Pause, Raise
+from ._process.clock import HARNESS_EPOCH, HarnessClock
+from ._process.delivery import (
+    Redelivery,
+    deliver_concurrently,
+    redeliver_after_crash,
+    redeliver_after_success,
+)
+from ._process.forkserver import ForkServer
+from ._process.forkserver import serving as fork_server
+from ._process.handle import StartMethod, Worker, kill_live_workers, live_worker_pids
+from ._process.interleaving import run_interleaved
+from ._process.outcome import Completed, Died, Killed, Outcome, Raised, TimedOut
+from ._process.worker import run_worker, start_worker
+
+__all__ = [
+    "CRASH_POINTS",
+    "HARNESS_EPOCH",
+    "INVARIANTS",
+    "Advance",
+    "AuthorityChange",
+    "AuthorityStore",
+    "CaseEnv",
+    "CaseResult",
+    "ChangeAuthority",
+    "Completed",
+    "Context",
+    "Count",
+    "CrashSettings",
+    "Deliver",
+    "Died",
+    "Evidence",
+    "ExpectedEffect",
+    "ExplorationReport",
+    "Failure",
+    "Fault",
+    "ForkServer",
+    "HarnessClock",
+    "History",
+    "Hit",
+    "Incident",
+    "Kill",
+    "KillAt",
+    "Killed",
+    "LookupTimeouts",
+    "Observation",
+    "Outcome",
+    "Pause",
+    "ProviderRequest",
+    "ProviderSpec",
+    "Raise",
+    "Raised",
+    "Recover",
+    "RecoveryRerun",
+    "Redelivery",
+    "RunDir",
+    "Scenario",
+    "Schedule",
+    "Space",
+    "StartMethod",
+    "Step",
+    "TimedOut",
+    "Token",
+    "Violation",
+    "Worker",
+    "World",
+    "check_all",
+    "covering_schedules",
+    "deliver_concurrently",
+    "enumerate_schedules",
+    "explore",
+    "fork_server",
+    "kill_live_workers",
+    "live_worker_pids",
+    "read_token",
+    "redeliver_after_crash",
+    "redeliver_after_success",
+    "render_failure",
+    "replay_token",
+    "run_case",
+    "run_interleaved",
+    "run_worker",
+    "schedules",
+    "start_worker",
+]

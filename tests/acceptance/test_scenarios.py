@@ -1,0 +1,143 @@
+"""The bundled scenarios, run through the plugin: every deliberately broken agent is caught
+with the invariant its bug breaks, and the good invoice-email scenario passes.
+
+Each scenario test runs in its own pytest subprocess with the plugin switched on (workers are
+forked and killed), so xdist spreads them over the cores.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_crashpoints import Authority, ProviderSpec, reference_recovery, reference_worker
+from pytest_crashpoints.harness import Deliver, KillAt, Scenario, Schedule, run_case
+
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
+
+#: The classic recovery bugs the catalogue of broken agents must cover, by test name.
+REQUIRED = {
+    "test_blind_retry_after_a_crash",
+    "test_random_idempotency_key_per_try",
+    "test_dispatched_recorded_after_the_send",
+    "test_http_200_taken_as_confirmation",
+    "test_work_skipped_after_a_crash",
+    "test_stale_authority_kept_by_recovery",
+    "test_tenant_change_ignored_by_recovery",
+    "test_recovery_dispatches_again_on_its_next_run",
+    "test_unknown_left_without_an_owner",
+    "test_duplicate_delivery_not_deduplicated",
+    "test_lookup_timeout_taken_for_absent",
+}
+
+
+BROKEN_FILE = SCENARIOS / "broken" / "test_broken_agents.py"
+
+
+def _declared_expectations() -> dict[str, tuple[int, ...]]:
+    """Each broken-agent test and the ``expect=`` its decorator declares. Read from the
+    source: importing it would apply the crashpoints marker, which this suite (plugin off,
+    strict markers) does not know."""
+    tree = ast.parse(BROKEN_FILE.read_text(encoding="utf-8"))
+    found: dict[str, tuple[int, ...]] = {}
+    for node in tree.body:
+        if not (isinstance(node, ast.FunctionDef) and node.name.startswith("test_")):
+            continue
+        expect: tuple[int, ...] = ()
+        for decorator in node.decorator_list:
+            for keyword in getattr(decorator, "keywords", []):
+                if keyword.arg == "expect":
+                    value = ast.literal_eval(keyword.value)
+                    expect = (value,) if isinstance(value, int) else tuple(value)
+        found[node.name] = expect
+    return found
+
+
+EXPECT = _declared_expectations()
+BROKEN = sorted(EXPECT)
+
+
+def _run(pytester: pytest.Pytester, nodeid: str) -> tuple[pytest.RunResult, dict[str, Any]]:
+    report = pytester.path / "crashpoints.json"
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "crashpoints",
+        "-p",
+        "no:randomly",
+        "-o",
+        f"cache_dir={pytester.path / '.cache'}",
+        f"--crashpoints-report={report}",
+        nodeid,
+    )
+    (test,) = json.loads(report.read_text())["tests"]
+    return result, test
+
+
+def test_the_catalogue_covers_every_classic_bug() -> None:
+    assert set(BROKEN) >= REQUIRED
+    for name in BROKEN:
+        assert EXPECT[name], f"{name} is not marked expect=..."
+
+
+@pytest.mark.parametrize("name", BROKEN)
+def test_broken_agent_is_caught_with_its_invariant(pytester: pytest.Pytester, name: str) -> None:
+    result, test = _run(pytester, f"{BROKEN_FILE}::{name}")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*1 crash test(s)*0 passed, 1 caught (broken on purpose)*"])
+    found = set(test["failure"]["invariants"])
+    assert set(EXPECT[name]) <= found, test["failure"]["violations"]
+    assert test["failure"]["deterministic"]
+
+
+def test_good_invoice_email_scenario_passes(pytester: pytest.Pytester) -> None:
+    result, test = _run(
+        pytester, f"{SCENARIOS / 'test_invoice_email.py'}::test_invoice_email_is_sent_exactly_once"
+    )
+    result.assert_outcomes(passed=1)
+    assert test["verdict"] == "passed"
+    assert test["failure"] is None
+    assert not test["unreached"]
+    # Every kind of fault was injected, and every kill was recovered from.
+    assert {"A", "B", "C"} <= {p for p, row in test["coverage"].items() if row["killed"]}
+    assert {"D", "E", "F"} <= {p for p, row in test["coverage"].items() if row["reached"]}
+
+
+def test_reference_worker_keeps_later_calls_of_a_killed_message(tmp_path: Path) -> None:
+    calls = [
+        {
+            "tool": "send_email",
+            "key": "invoice:tenant-7:inv-7:send",
+            "args": {"to": "billing@customer.example", "subject": "Invoice", "body": "120 EUR"},
+        },
+        {
+            "tool": "open_ticket",
+            "key": "invoice:tenant-7:inv-7:follow-up",
+            "args": {"repo": "tenant-7/billing", "title": "Follow up", "body": "INV-7 sent"},
+        },
+    ]
+    scenario = Scenario(
+        worker=reference_worker,
+        recover=reference_recovery,
+        messages=({"task_id": "t-1", "calls": calls},),
+        providers=(ProviderSpec("email"), ProviderSpec("tickets")),
+        authorities={
+            "t-1": Authority.of(
+                tenant_id="tenant-7",
+                credential_scope="email:read email:write tickets:read tickets:write",
+                policy_version="p1",
+            )
+        },
+    )
+    golden = run_case(scenario, Schedule((Deliver(0),)), base_dir=tmp_path)
+    assert golden.passed
+    result = run_case(
+        scenario,
+        Schedule((Deliver(0, KillAt("A", 1)),)),
+        base_dir=tmp_path,
+        expected=golden.expected_effects,
+    )
+    assert result.passed, [str(v) for v in result.violations]

@@ -1,0 +1,137 @@
+"""``crashpoints gate``, ``replay`` and ``show``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_crashpoints.cli import main
+
+SUITE = """
+import pytest
+from pytest_crashpoints import State, reference_recovery, reference_worker
+
+MESSAGE = {"task_id": "t-1", "calls": [{"tool": "send_email", "key": "inv-7:send",
+           "args": {"to": "a@example.com", "subject": "Invoice", "body": "100 EUR"}}]}
+
+
+def blind_recovery(ctx):
+    adapters = ctx.adapters()
+    for attempt in ctx.ledger.attempts():
+        if attempt.state is State.DISPATCHED:
+            adapters[attempt.tool_name].dispatch(
+                attempt.args, idempotency_key=attempt.idempotency_key,
+                authority=attempt.authority,
+            )
+    ctx.recover()
+
+
+@pytest.mark.crashpoints(points="AB", providers=["email"], mode="exhaustive")
+def test_good(crashpoints):
+    crashpoints.run(worker=reference_worker, recover=reference_recovery, messages=[MESSAGE])
+
+
+@pytest.mark.crashpoints(points="B", providers=["email"], mode="exhaustive", expect={expect})
+def test_broken(crashpoints):
+    crashpoints.run(worker=reference_worker, recover=blind_recovery, messages=[MESSAGE])
+"""
+
+
+@pytest.fixture
+def suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "crash").mkdir()
+    return tmp_path / "crash"
+
+
+def write(suite: Path, expect: str) -> None:
+    (suite / "test_suite.py").write_text(SUITE.replace("{expect}", expect))
+
+
+def test_gate_passes_good_and_caught_and_writes_every_report(
+    suite: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    write(suite, "1")
+    step_summary = suite.parent / "step-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
+    assert main(["gate", "crash", "--", "-p", "no:randomly"]) == 0
+    out = capfd.readouterr().out
+    assert "crash/test_suite.py::test_good    passed" in out
+    assert "crash/test_suite.py::test_broken  caught   " in out
+    assert "2 tests, " in out and "1 passed, 1 broken agents caught, 0 failed" in out
+    assert "crashpoints gate: passed" in out
+    document = json.loads(Path("crashpoints-report.json").read_text())
+    assert {t["nodeid"] for t in document["tests"]} == {
+        "crash/test_suite.py::test_good",
+        "crash/test_suite.py::test_broken",
+    }
+    assert "<testsuite" in Path("crashpoints-junit.xml").read_text()
+    markdown = Path("crashpoints-summary.md").read_text()
+    assert markdown.startswith("## crashpoints gate: passed")
+    assert step_summary.read_text() == markdown
+
+
+def test_gate_fails_on_a_violation_and_show_and_replay_explain_it(
+    suite: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    write(suite, "()")  # the broken agent is not marked as expected: a real failure
+    assert main(["gate", "crash", "--", "-p", "no:randomly"]) == 1
+    out = capfd.readouterr().out
+    assert "crashpoints gate: FAILED" in out
+    assert "### `crash/test_suite.py::test_broken`" in Path("crashpoints-summary.md").read_text()
+
+    assert main(["show", "crashpoints-report.json"]) == 1
+    shown = capfd.readouterr().out
+    assert "minimal schedule: deliver message 0, kill at B (hit 1)" in shown
+    assert "invariant 1 (no non-idempotent side effect happens twice)" in shown
+    assert "worker-1 was killed at B (hit 1)" in shown
+    [token] = [
+        line.rpartition("--crashpoints-replay=")[2]
+        for line in shown.splitlines()
+        if line.startswith("replay: ")
+    ]
+    assert main(["replay", token, "--", "-p", "no:randomly"]) == 1
+    assert "minimal schedule: deliver message 0, kill at B (hit 1)" in capfd.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["gate", "nowhere"], "crashpoints gate: error: no such path: nowhere"),
+        (["show", "missing.json"], "no report at missing.json"),
+        (["replay", "not-a-token"], "replay token 'not-a-token'… is damaged"),
+    ],
+)
+def test_clear_errors(
+    suite: Path, argv: list[str], message: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    err = capfd.readouterr().err
+    assert message in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "is not a crashpoints report (not JSON"),
+        ('{"version": 1}', "is JSON but not a crashpoints report"),
+        ('{"version": 9, "tests": []}', "format version 9; this release reads version 1"),
+    ],
+)
+def test_show_refuses_what_is_not_a_report(
+    suite: Path, content: str, message: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    Path("report.json").write_text(content)
+    assert main(["show", "report.json"]) == 2
+    assert message in capfd.readouterr().err
+
+
+def test_gate_without_crash_tests_is_an_error(
+    suite: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    (suite / "test_plain.py").write_text("def test_plain():\n    pass\n")
+    assert main(["gate", "crash"]) == 2
+    assert "no crash tests ran" in capfd.readouterr().err

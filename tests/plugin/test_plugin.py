@@ -1,0 +1,381 @@
+"""The plugin end to end, through pytester in subprocesses (workers are forked and killed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_crashpoints.harness import read_token
+
+SCENARIO = '''
+import pytest
+from pytest_crashpoints import State, reference_recovery, reference_worker
+
+MESSAGE = {
+    "task_id": "t-1",
+    "tenant": "tenant-7",
+    "calls": [{"tool": "send_email", "key": "invoice:tenant-7:inv-7:send",
+               "args": {"to": "billing@example.com", "subject": "Invoice", "body": "100 EUR"}}],
+}
+
+
+def blind_recovery(ctx):
+    """Broken on purpose: re-sends whatever is in flight, without asking the provider."""
+    adapters = ctx.adapters()
+    for attempt in ctx.ledger.attempts():
+        if attempt.state in (State.DISPATCHED, State.UNKNOWN):
+            adapters[attempt.tool_name].dispatch(
+                attempt.args, idempotency_key=attempt.idempotency_key,
+                authority=attempt.authority,
+            )
+    ctx.recover()
+'''
+
+GOOD = """
+@pytest.mark.crashpoints(points="AB", providers=["email"], mode="{mode}", max_examples=3)
+def test_good(crashpoints):
+    crashpoints.run(worker=reference_worker, recover=reference_recovery, messages=[MESSAGE])
+"""
+
+BROKEN = """
+@pytest.mark.crashpoints(points="B", providers=["email"], mode="exhaustive")
+def test_broken(crashpoints):
+    crashpoints.run(worker=reference_worker, recover=blind_recovery, messages=[MESSAGE])
+"""
+
+CAUGHT = """
+@pytest.mark.crashpoints(points="B", providers=["email"], mode="exhaustive", expect=1)
+def test_caught(crashpoints):
+    crashpoints.run(worker=reference_worker, recover=blind_recovery, messages=[MESSAGE])
+"""
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess("-p", "crashpoints", "-p", "no:randomly", *args)
+
+
+@pytest.mark.parametrize("mode", ["exhaustive", "hypothesis"])
+def test_a_correct_scenario_passes(pytester: pytest.Pytester, mode: str) -> None:
+    pytester.makepyfile(SCENARIO + GOOD.replace("{mode}", mode))
+    result = run(pytester, "--crashpoints-seed=7")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*Using --crashpoints-seed=7*",
+            "*= crashpoints =*",
+            "1 crash test(s), * case(s), seed 7: 1 passed, 0 caught*",
+            "A * *",
+            "B * *",
+        ]
+    )
+
+
+def test_a_broken_agent_fails_with_a_replayable_report(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(SCENARIO + BROKEN)
+    report = pytester.path / "report.json"
+    result = run(pytester, "--crashpoints-seed=3", f"--crashpoints-report={report}")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*crashpoints: * violation(s) of invariant(s) 1 (no non-idempotent side effect*",
+            "minimal schedule: deliver message 0, kill at B (hit 1)",
+            "*caused 2 email effects: requests req_* at t=1s and req_* at t=*s*",
+            "*journal: email req_* mail.send key=invoice:tenant-7:inv-7:send*effect applied",
+            "timeline:",
+            "*kill       worker-1 was killed at B (hit 1)",
+            "cases run: *; seed: 3",
+            "run directory (kept): *test_broken*",
+            "replay: pytest test_a_broken_agent_fails_with_a_replayable_report.py::test_broken"
+            " --crashpoints-replay=*",
+        ]
+    )
+    document = json.loads(report.read_text())
+    assert document["version"] == 1 and document["seed"] == 3
+    [test] = document["tests"]
+    assert test["verdict"] == "failed" and test["outcome"] == "failed"
+    assert 1 in test["failure"]["invariants"]
+    assert test["failure"]["deterministic"] is True
+    assert Path(test["failure"]["run_dir"]).is_dir()
+    token = read_token(test["failure"]["token"])
+    schedule, seed = token.schedule, token.seed
+    assert str(schedule) == "deliver message 0, kill at B (hit 1)" and seed == 3
+
+    # The replay command reproduces exactly that schedule.
+    token = test["failure"]["token"]
+    replayed = run(pytester, f"--crashpoints-replay={token}", "--crashpoints-seed=3")
+    replayed.assert_outcomes(failed=1)
+    replayed.stdout.fnmatch_lines(["minimal schedule: deliver message 0, kill at B (hit 1)"])
+    assert "cases run: 2;" in replayed.stdout.str()  # the fault-free run and the replay
+
+
+def test_a_broken_agent_marked_expect_is_caught(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(SCENARIO + CAUGHT)
+    result = run(pytester)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["1 crash test(s), * 0 passed, 1 caught (broken on purpose)*"])
+
+
+def test_expect_fails_when_the_bug_is_not_caught(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        SCENARIO
+        + GOOD.replace("{mode}", "exhaustive").replace(
+            "max_examples=3)", "max_examples=3, expect=1)"
+        )
+    )
+    result = run(pytester)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*the deliberately broken agent of *test_good was not caught*"])
+
+
+def test_verdicts_agree_under_xdist_and_the_summary_aggregates(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(SCENARIO + GOOD.replace("{mode}", "exhaustive") + CAUGHT)
+    serial = run(pytester, "--crashpoints-seed=5")
+    parallel = run(pytester, "--crashpoints-seed=5", "-n", "2")
+    serial.assert_outcomes(passed=2)
+    parallel.assert_outcomes(passed=2)
+    for result in (serial, parallel):
+        result.stdout.fnmatch_lines(
+            ["2 crash test(s), * case(s), seed 5: 1 passed, 1 caught (broken on purpose)*"]
+        )
+
+    def cases(result: pytest.RunResult) -> str:
+        [line] = [x for x in result.outlines if x.startswith("2 crash test(s)")]
+        return line
+
+    assert cases(serial) == cases(parallel)
+
+
+@pytest.mark.parametrize(
+    ("marker", "message"),
+    [
+        ('points="G", providers=["email"]', "point 'G' is not a crash point"),
+        ('providers=["fax"]', "provider 'fax' is not one of payments, email, tickets, deploy"),
+        ('providers=["email"], mode="random"', "mode='random' is not one of"),
+        ('providers=["email"], max_examples=0', "max_examples=0 is not a whole number"),
+        ('providers=["email"], expect=9', "9 is not an invariant (1 to 6)"),
+        ('providers=["email"], colour="red"', "unknown keyword(s) colour"),
+    ],
+)
+def test_bad_marker_arguments_give_one_clear_error(
+    pytester: pytest.Pytester, marker: str, message: str
+) -> None:
+    pytester.makepyfile(
+        f"""
+        import pytest
+
+        @pytest.mark.crashpoints({marker})
+        def test_x(crashpoints):
+            pass
+        """
+    )
+    result = run(pytester)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"crashpoints: bad marker on *test_x: *{message}*"])
+    assert "Traceback" not in result.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (["--crashpoints-mode=random"], {}, "--crashpoints-mode has the value 'random'"),
+        (["--crashpoints-seed=-1"], {}, "--crashpoints-seed has the value '-1'"),
+        ([], {"PYTEST_CRASHPOINTS_MAX_EXAMPLES": "many"}, "PYTEST_CRASHPOINTS_MAX_EXAMPLES has"),
+        (["--crashpoints-timeout=0"], {}, "must be a positive number of seconds"),
+    ],
+)
+def test_bad_option_values_are_usage_errors(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    env: dict[str, str],
+    message: str,
+) -> None:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = run(pytester, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{message}*"])
+    assert "Traceback" not in result.stderr.str()
+
+
+def test_option_precedence_marker_over_cli_over_env_over_ini(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makeini("[pytest]\ncrashpoints_mode = both\ncrashpoints_timeout = 11\n")
+    monkeypatch.setenv("PYTEST_CRASHPOINTS_MODE", "hypothesis")
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.crashpoints(providers=["email"], timeout=5)
+        def test_marker(crashpoints):
+            assert crashpoints.settings().mode == "exhaustive"  # the CLI's
+            assert crashpoints.options.timeout == 11  # ini; no CLI, no env
+            assert crashpoints.marker.timeout == 5  # the marker wins for its test
+
+        @pytest.mark.crashpoints(providers=["email"], mode="both")
+        def test_marker_mode(crashpoints):
+            assert crashpoints.settings().mode == "both"
+        """
+    )
+    run(pytester, "--crashpoints-mode=exhaustive").assert_outcomes(passed=2)
+    # Without the CLI option the environment wins over the ini file.
+    pytester.makepyfile(
+        test_env="""
+        import pytest
+
+        @pytest.mark.crashpoints(providers=["email"])
+        def test_env(crashpoints):
+            assert crashpoints.settings().mode == "hypothesis"
+        """
+    )
+    run(pytester, "test_env.py").assert_outcomes(passed=1)
+
+
+def test_seed_last_reuses_the_previous_seed(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    first = run(pytester)
+    [header] = [line for line in first.outlines if "Using --crashpoints-seed=" in line]
+    again = run(pytester, "--crashpoints-seed=last")
+    again.stdout.fnmatch_lines([f"*{header.strip()}*"])
+
+
+def test_a_declared_point_never_reached_is_reported_and_fails_strict(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        SCENARIO
+        + """
+@pytest.mark.crashpoints(points=["A", "never.reached"], providers=["email"], mode="exhaustive")
+def test_unreached(crashpoints):
+    crashpoints.run(worker=reference_worker, recover=reference_recovery, messages=[MESSAGE])
+"""
+    )
+    result = run(pytester)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["UNREACHED in *test_unreached: never.reached*"])
+    strict = run(pytester, "--crashpoints-strict-coverage")
+    strict.assert_outcomes(failed=1)
+    strict.stdout.fnmatch_lines(["*declares point(s) never.reached but no case reached them*"])
+
+
+def test_the_unused_plugin_imports_nothing_heavy(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import sys
+
+        def test_plain():
+            heavy = {"hypothesis", "httpx", "respx", "multiprocess", "dill", "fake_providers"}
+            loaded = sorted(name for name in heavy if name in sys.modules)
+            assert loaded == [], loaded
+        """
+    )
+    # -p no:hypothesispytest: Hypothesis's own plugin would import hypothesis itself.
+    run(
+        pytester, "-p", "no:hypothesispytest", "-p", "no:anyio", "-p", "no:respx", "-p", "no:xdist"
+    ).assert_outcomes(passed=1)
+
+
+def test_a_cautious_design_passes_and_the_differential_check_shows_where_it_differs(
+    pytester: pytest.Pytester,
+) -> None:
+    # Parking every ambiguous send in MANUAL_REVIEW is correct: it breaks no invariant, so
+    # the test passes; the differential check only reports that the reference confirms them.
+    pytester.makepyfile(
+        SCENARIO
+        + """
+def cautious_recovery(ctx):
+    for attempt in ctx.ledger.attempts():
+        path = {State.DISPATCHED: [State.UNKNOWN, State.MANUAL_REVIEW],
+                State.UNKNOWN: [State.MANUAL_REVIEW]}.get(attempt.state, [])
+        for to in path:
+            ctx.ledger.transition(attempt.attempt_id, to, actor=ctx.worker_id,
+                                  reason="ambiguous: a person decides")
+    ctx.recover()
+
+
+@pytest.mark.crashpoints(points="B", providers=["email"], mode="exhaustive")
+def test_cautious(crashpoints):
+    report = crashpoints.run(worker=reference_worker, recover=cautious_recovery,
+                             messages=[MESSAGE], reference_messages=[MESSAGE])
+    difference = report.differences[0]
+    assert difference["schedule"] == "deliver message 0, kill at B (hit 1)"
+    assert any("MANUAL_REVIEW" in line for line in difference["worker_only"])
+    assert any("OUTCOME_CONFIRMED" in line for line in difference["reference_only"])
+"""
+    )
+    result = run(pytester)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["differs from the reference in *test_cautious: * schedule(s); e.g. deliver message 0,*"]
+    )
+
+
+HYPOTHESIS_BROKEN = """
+@pytest.mark.crashpoints(points="B", providers=["email"], mode="hypothesis")
+def test_broken_generated(crashpoints):
+    crashpoints.run(worker=reference_worker, recover=blind_recovery, messages=[MESSAGE])
+"""
+
+
+def test_hypothesis_profile_seed_and_example_database(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        """
+        from hypothesis import settings
+        from hypothesis.database import DirectoryBasedExampleDatabase
+
+        # Explicit, so that the CI profile (no database) of the outer run does not leak in.
+        settings.register_profile(
+            "tiny", max_examples=3, database=DirectoryBasedExampleDatabase(".hypothesis/examples")
+        )
+        """
+    )
+    pytester.makepyfile(
+        SCENARIO
+        + GOOD.replace("{mode}", "hypothesis").replace(", max_examples=3", "")
+        + HYPOTHESIS_BROKEN
+    )
+    report = pytester.path / "report.json"
+    result = run(
+        pytester,
+        "--hypothesis-profile=tiny",
+        "--hypothesis-seed=11",
+        f"--crashpoints-report={report}",
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    tests = {t["nodeid"].rpartition("::")[2]: t for t in json.loads(report.read_text())["tests"]}
+    # The profile's max_examples bounds the generated schedules, on top of the fault-free
+    # run and, for a point the draw never reached, one covering schedule (A, B, recovery).
+    assert tests["test_good"]["cases"] <= 1 + 3 + 3
+    failure = tests["test_broken_generated"]["failure"]
+    assert failure["schedule_text"] == "deliver message 0, kill at B (hit 1)"  # shrunk
+    # Hypothesis's example database remembers the failing schedule.
+    assert any((pytester.path / ".hypothesis" / "examples").rglob("*"))
+
+
+def test_a_setup_mistake_in_run_is_one_clear_line(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        SCENARIO
+        + """
+@pytest.mark.crashpoints(points="A")
+def test_no_providers(crashpoints):
+    crashpoints.run(worker=reference_worker, recover=reference_recovery, messages=[MESSAGE])
+
+
+@pytest.mark.crashpoints(points="A", providers=["email"])
+def test_no_task_id(crashpoints):
+    crashpoints.run(worker=reference_worker, recover=reference_recovery, messages=[{"x": 1}])
+"""
+    )
+    result = run(pytester)
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "crashpoints: *test_no_providers: the crashpoints marker names no providers; add*",
+            "crashpoints: *test_no_task_id: message 0 ({'x': 1}) has no task_id*",
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()

@@ -1,0 +1,135 @@
+"""SQLiteLedgerView: a user's own ledger table read through the seed schema."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from pytest_crashpoints import Authority, SQLiteLedgerView, State
+from pytest_crashpoints.errors import LedgerError
+
+AUTH = Authority.of(tenant_id="tenant-7", credential_scope="email:write", policy_version="p1")
+
+
+def make_table(path: Path, *, with_events: bool = True) -> None:
+    db = sqlite3.connect(path)
+    with db:
+        db.execute(
+            "CREATE TABLE tool_calls (id TEXT, task TEXT, tool TEXT, hash TEXT, idem TEXT, "
+            "status TEXT, req TEXT, ref TEXT, created REAL, updated REAL, args_json TEXT, "
+            "owner TEXT)"
+        )
+        db.executemany(
+            "INSERT INTO tool_calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    "c-2",
+                    "t-1",
+                    "send_email",
+                    "h2",
+                    "k2",
+                    "sent",
+                    "r-2",
+                    None,
+                    5.0,
+                    6.0,
+                    json.dumps({"to": "b"}),
+                    "w-1",
+                ),
+                (
+                    "c-1",
+                    "t-1",
+                    "send_email",
+                    "h1",
+                    "k1",
+                    "done",
+                    "r-1",
+                    "m-1",
+                    1.0,
+                    2.0,
+                    json.dumps({"to": "a"}),
+                    None,
+                ),
+            ],
+        )
+        if with_events:
+            db.execute(
+                "CREATE TABLE log (call TEXT, before TEXT, after TEXT, t REAL, who TEXT, why TEXT)"
+            )
+            db.execute("INSERT INTO log VALUES ('c-1', NULL, 'done', 2.0, 'w-1', 'ok')")
+    db.close()
+
+
+def view(path: Path, **kw: object) -> SQLiteLedgerView:
+    return SQLiteLedgerView(
+        path,
+        table="tool_calls",
+        columns={
+            "attempt_id": "id",
+            "task_id": "task",
+            "tool_name": "tool",
+            "args_hash": "hash",
+            "idempotency_key": "idem",
+            "state": "status",
+            "provider_request_id": "req",
+            "result_ref": "ref",
+            "created_at": "created",
+            "updated_at": "updated",
+        },
+        states=kw.pop("states", {"sent": State.DISPATCHED, "done": State.OUTCOME_CONFIRMED}),
+        events_table="log",
+        event_columns={
+            "attempt_id": "call",
+            "from_state": "before",
+            "to_state": "after",
+            "at": "t",
+            "actor": "who",
+            "reason": "why",
+        },
+        authority_of=lambda task, at: AUTH,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_reads_mapped_columns_states_and_authority(tmp_path: Path) -> None:
+    path = tmp_path / "agent.db"
+    make_table(path)
+    attempts = view(path).attempts()
+    assert [a.attempt_id for a in attempts] == ["c-1", "c-2"]  # by creation time
+    first = attempts[0]
+    assert (first.state, first.provider_request_id, first.result_ref) == (
+        State.OUTCOME_CONFIRMED,
+        "r-1",
+        "m-1",
+    )
+    assert first.args == {"to": "a"} and first.authority == AUTH
+    assert [e.to_state for e in view(path).events()] == [State.OUTCOME_CONFIRMED]
+
+
+def test_queue_is_the_in_flight_attempts_unless_told(tmp_path: Path) -> None:
+    path = tmp_path / "agent.db"
+    make_table(path)
+    assert [q.attempt_id for q in view(path).queue()] == ["c-2"]
+    custom = view(path, queue_sql="SELECT id FROM tool_calls WHERE owner IS NULL")
+    assert [q.attempt_id for q in custom.queue()] == ["c-1"]
+
+
+def test_a_ledger_not_created_yet_reads_as_empty(tmp_path: Path) -> None:
+    missing = view(tmp_path / "later.db")
+    assert (missing.attempts(), missing.queue(), missing.events()) == ([], [], [])
+    assert not (tmp_path / "later.db").exists()  # reading never creates it
+    empty = tmp_path / "empty.db"
+    sqlite3.connect(empty).close()
+    assert view(empty).attempts() == []
+
+
+def test_a_missing_column_and_an_unknown_state_are_clear_errors(tmp_path: Path) -> None:
+    path = tmp_path / "agent.db"
+    make_table(path)
+    with pytest.raises(LedgerError, match="lacks the column"):
+        SQLiteLedgerView(path, table="tool_calls").attempts()
+    with pytest.raises(LedgerError, match=r"state 'sent' in .* is not a pytest-crashpoints state"):
+        view(path, states={}).attempts()
