@@ -28,19 +28,25 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import LedgerError
+from .args import args_hash, normalize_args
 from .authority import Authority, parse_scope
 from .records import Attempt, Event, QueueEntry
 from .states import IN_FLIGHT_STATES, State
 
-__all__ = ["SEED_COLUMNS", "LedgerView", "SQLiteLedgerView"]
+__all__ = ["REQUIRED_COLUMNS", "SEED_COLUMNS", "LedgerView", "SQLiteLedgerView"]
+
+
 
 class LedgerView(Protocol):
     """How the harness reads a ledger: the reference :class:`Ledger` is one.
 
     ``attempts()`` returns every attempt with the columns of :class:`Attempt` (see
-    docs/howto-own-ledger.md); ``queue()`` what the
-    operator's queue shows (in-flight work); ``events()`` the transition log, or an empty list
-    if the ledger keeps none.
+    docs/howto-own-ledger.md); ``queue()`` what the operator's queue shows (in-flight work);
+    ``events()`` the transition log, or an empty list if the ledger keeps none.
+
+    A view that cannot read every column may also have a ``provides`` attribute: the seed
+    names it can read (:class:`SQLiteLedgerView` has one). The invariants that need a column
+    it lacks are not checked, and the report says which. Without it, every column is read.
     """
 
     def attempts(self) -> Sequence[Attempt]: ...
@@ -50,7 +56,8 @@ class LedgerView(Protocol):
     def events(self) -> Sequence[Event]: ...
 
 
-#: The seed schema's columns, which every viewed table must have.
+#: The seed schema's columns. Only ``attempt_id`` and ``state`` are required of a view; the
+#: invariants that need a missing one say so (``LedgerView.provides``).
 SEED_COLUMNS = (
     "attempt_id",
     "task_id",
@@ -75,20 +82,32 @@ OPTIONAL_COLUMNS = (
     "parent_attempt_id",
     "dispatched_at",
 )
+#: What every view must be able to read.
+REQUIRED_COLUMNS = ("attempt_id", "state")
 EVENT_COLUMNS = ("attempt_id", "from_state", "to_state", "at", "actor", "reason")
+_AUTHORITY_COLUMNS = frozenset({"tenant_id", "credential_scope", "policy_version"})
+_ROWID = "rowid"
 
 
 class SQLiteLedgerView:
     """Read a user's SQLite ledger table (read-only) as the harness needs it.
 
-    ``columns`` maps seed names to the table's names (unmapped names are used as they are);
-    ``states`` maps the table's state values to :class:`State` (default: the values are
-    State names). ``events_table`` and ``event_columns`` do the same for an event log, if
-    the ledger keeps one. ``queue_sql``, if given, is the query whose first column lists the
-    attempt ids the operator's queue shows; by default the queue is every in-flight attempt.
+    Only a row id and a state are required: ``columns`` maps seed names to the table's names
+    (unmapped names are used as they are; ``"rowid"`` is SQLite's own row id), and a seed
+    name the table has no column for is simply not provided. ``constants`` gives a seed
+    name one value for every row (``constants={"tool_name": "send_email"}``).
+    ``args_columns`` names the columns that together are the call's arguments (their hash is
+    computed), for a table that stores them as columns rather than as one JSON column.
+    ``states`` maps the table's state values to :class:`State` (default: the values are State
+    names). ``events_table`` and ``event_columns`` do the same for an event log, if the ledger
+    keeps one. ``queue_sql``, if given, is the query whose first column lists the attempt ids
+    the operator's queue shows; by default the queue is every in-flight attempt. When the
+    tenant, scope and policy are not stored, ``authority_of(task_id, created_at)`` supplies
+    the authority the attempt was created under (in a crash test: ``ctx.authority_at``).
+
     A ledger file or table that does not exist yet reads as empty (a worker creates its
-    ledger on first use). Missing seed columns or an unknown state value raise
-    :class:`LedgerError` saying which.
+    ledger on first use). A missing required column, a state value not mapped, or a
+    ``queue_sql`` that fails raise :class:`LedgerError` saying what to do.
     """
 
     def __init__(
@@ -98,6 +117,8 @@ class SQLiteLedgerView:
         table: str = "attempts",
         columns: Mapping[str, str] | None = None,
         states: Mapping[str, State] | None = None,
+        constants: Mapping[str, object] | None = None,
+        args_columns: Sequence[str] = (),
         events_table: str | None = None,
         event_columns: Mapping[str, str] | None = None,
         queue_sql: str | None = None,
@@ -107,10 +128,52 @@ class SQLiteLedgerView:
         self.table = table
         self.columns = dict(columns or {})
         self.states = dict(states or {})
+        self.constants = dict(constants or {})
+        self.args_columns = tuple(args_columns)
         self.events_table = events_table
         self.event_columns = dict(event_columns or {})
         self.queue_sql = queue_sql
         self.authority_of = authority_of
+        known = set(SEED_COLUMNS + OPTIONAL_COLUMNS)
+        unknown = sorted((set(self.columns) | set(self.constants)) - known)
+        if unknown:
+            raise LedgerError(
+                f"{', '.join(unknown)} is not a seed name; map only "
+                f"{', '.join(SEED_COLUMNS + OPTIONAL_COLUMNS)}."
+            )
+        if self.args_columns and ("args_json" in self.columns or "args_hash" in self.columns):
+            raise LedgerError(
+                "args_columns= and a mapped args_json or args_hash column both say what the "
+                "arguments are; give one of them."
+            )
+        self._present: frozenset[str] | None = None
+
+    # -- what this view can read ---------------------------------------------------------------
+
+    @property
+    def provides(self) -> frozenset[str]:
+        """The seed names this view can read: mapped (or same-named) columns the table has,
+        constants, arguments from ``args_columns``, and the authority from ``authority_of``.
+        Before the table exists, the names it is configured to read."""
+        names = {name: self.columns.get(name, name) for name in SEED_COLUMNS + OPTIONAL_COLUMNS}
+        if self._present is None:
+            found = set(self.columns)
+        else:
+            found = {
+                name
+                for name, column in names.items()
+                if column in self._present or column == _ROWID
+            }
+        found |= set(self.constants)
+        if self.args_columns:
+            found |= {"args_json", "args_hash"}
+        elif "args_json" in found:
+            found.add("args_hash")  # the view computes it when the table does not store it
+        if self.authority_of is not None:
+            found |= _AUTHORITY_COLUMNS
+        return frozenset(found)
+
+    # -- reading -------------------------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
@@ -127,13 +190,14 @@ class SQLiteLedgerView:
             if not present:
                 return set(), []
             missing = [mapping.get(name, name) for name in required]
-            missing = [column for column in missing if column not in present]
+            missing = [c for c in missing if c not in present and c != _ROWID]
             if missing:
                 raise LedgerError(
                     f"{self.path}:{table} lacks the column(s) {', '.join(missing)}; map your "
                     "names with columns={'seed_name': 'your_name'} (event_columns= for events)."
                 )
-            return present, conn.execute(f'SELECT * FROM "{table}" ORDER BY rowid').fetchall()
+            rows = conn.execute(f'SELECT rowid AS "{_ROWID}", * FROM "{table}" ORDER BY rowid')
+            return present | {_ROWID}, rows.fetchall()
 
     def _state(self, value: object) -> State:
         if value in self.states:
@@ -149,20 +213,30 @@ class SQLiteLedgerView:
 
     def attempts(self) -> list[Attempt]:
         names = {name: self.columns.get(name, name) for name in SEED_COLUMNS + OPTIONAL_COLUMNS}
-        present, rows = self._rows(self.table, SEED_COLUMNS, self.columns)
-        return sorted(
-            (self._attempt(row, names, present) for row in rows),
-            key=lambda a: (a.created_at, a.attempt_id),
-        )
+        present, rows = self._rows(self.table, REQUIRED_COLUMNS, self.columns)
+        if rows:
+            absent = [c for c in self.args_columns if c not in present]
+            if absent:
+                raise LedgerError(
+                    f"{self.path}:{self.table} lacks the argument column(s) "
+                    f"{', '.join(absent)} named in args_columns=."
+                )
+            self._present = frozenset(present)
+        attempts = [self._attempt(row, names, present) for row in rows]
+        if "created_at" in self.provides:
+            attempts.sort(key=lambda a: (a.created_at, a.attempt_id))
+        return attempts
 
     def _attempt(self, row: sqlite3.Row, names: Mapping[str, str], present: set[str]) -> Attempt:
         def get(name: str, default: Any = None) -> Any:
+            if name in self.constants:
+                return self.constants[name]
             column = names[name]
             return row[column] if column in present else default
 
-        created_at = float(get("created_at"))
-        task_id = str(get("task_id"))
-        if names["tenant_id"] in present:
+        created_at = float(get("created_at", 0.0) or 0.0)
+        task_id = str(get("task_id", "") or "")
+        if names["tenant_id"] in present or "tenant_id" in self.constants:
             authority: Authority | None = Authority(
                 str(get("tenant_id", "")),
                 parse_scope(str(get("credential_scope", "") or "")),
@@ -170,35 +244,47 @@ class SQLiteLedgerView:
             )
         else:
             authority = self.authority_of(task_id, created_at) if self.authority_of else None
-        raw_args = get("args_json")
+        if self.args_columns:
+            args = normalize_args({column: row[column] for column in self.args_columns})
+            digest = args_hash(args)
+        else:
+            raw_args = get("args_json")
+            args = json.loads(raw_args) if isinstance(raw_args, str) and raw_args else {}
+            digest = str(get("args_hash") or "") or (args_hash(args) if raw_args else "")
         return Attempt(
             attempt_id=str(get("attempt_id")),
             task_id=task_id,
-            tool_name=str(get("tool_name")),
-            args_hash=str(get("args_hash") or ""),
-            args=json.loads(raw_args) if raw_args else {},
-            idempotency_key=str(get("idempotency_key")),
+            tool_name=str(get("tool_name", "") or ""),
+            args_hash=digest,
+            args=args,
+            idempotency_key=str(get("idempotency_key", "") or ""),
             state=self._state(get("state")),
-            provider_request_id=get("provider_request_id"),
-            result_ref=get("result_ref"),
+            provider_request_id=_text(get("provider_request_id")),
+            result_ref=_text(get("result_ref")),
             authority=authority or Authority("", frozenset(), ""),
-            owner=get("owner"),
+            owner=_text(get("owner")),
             lease_expires_at=get("lease_expires_at"),
             next_attempt_at=get("next_attempt_at"),
             attempt_count=int(get("attempt_count", 0) or 0),
-            parent_attempt_id=get("parent_attempt_id"),
+            parent_attempt_id=_text(get("parent_attempt_id")),
             created_at=created_at,
-            updated_at=float(get("updated_at")),
+            updated_at=float(get("updated_at", created_at) or created_at),
             dispatched_at=get("dispatched_at"),
         )
 
     def queue(self) -> list[QueueEntry]:
         attempts = self.attempts()
-        if self.queue_sql is None:
+        if self.queue_sql is None or not attempts:
             shown = [a for a in attempts if a.state in IN_FLIGHT_STATES]
         else:
-            with self._closing() as conn:
-                ids = {str(row[0]) for row in conn.execute(self.queue_sql)}
+            try:
+                with self._closing() as conn:
+                    ids = {str(row[0]) for row in conn.execute(self.queue_sql)}
+            except sqlite3.Error as exc:
+                raise LedgerError(
+                    f"queue_sql= failed on {self.path} ({exc}); it must be a query whose first "
+                    "column lists the attempt ids your operators' queue shows."
+                ) from None
             shown = [a for a in attempts if a.attempt_id in ids]
         return [
             QueueEntry(
@@ -240,3 +326,8 @@ class SQLiteLedgerView:
         from contextlib import closing
 
         return closing(self._connect())
+
+
+def _text(value: object) -> str | None:
+    """A column value as text (an issue number stored as an integer, say), or None."""
+    return None if value is None else str(value)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_crashpoints import Authority, SQLiteLedgerView, State
+from pytest_crashpoints import Authority, SQLiteLedgerView, State, args_hash
 from pytest_crashpoints.errors import LedgerError
 
 AUTH = Authority.of(tenant_id="tenant-7", credential_scope="email:write", policy_version="p1")
@@ -133,3 +133,92 @@ def test_a_missing_column_and_an_unknown_state_are_clear_errors(tmp_path: Path) 
         SQLiteLedgerView(path, table="tool_calls").attempts()
     with pytest.raises(LedgerError, match=r"state 'sent' in .* is not a pytest-crashpoints state"):
         view(path, states={}).attempts()
+
+
+def jobs_table(path: Path) -> None:
+    """A four-column jobs table, as agents keep them: no key, no hash, no timestamps."""
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("CREATE TABLE jobs (id TEXT PRIMARY KEY, recipient TEXT, body TEXT, status)")
+        db.executemany(
+            "INSERT INTO jobs VALUES (?, ?, ?, ?)",
+            [("j-1", "a@example.com", "hi", "sent"), ("j-2", "b@example.com", "yo", "pending")],
+        )
+    db.close()
+
+
+def jobs(path: Path, **kw: object) -> SQLiteLedgerView:
+    return SQLiteLedgerView(
+        path,
+        table="jobs",
+        columns={"attempt_id": "id", "state": "status"},
+        states={"pending": State.DISPATCHED, "sent": State.OUTCOME_CONFIRMED},
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_a_row_id_and_a_state_are_all_a_view_needs(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    jobs_table(path)
+    view = jobs(path)
+    attempts = view.attempts()
+    assert [(a.attempt_id, a.state) for a in attempts] == [
+        ("j-1", State.OUTCOME_CONFIRMED),
+        ("j-2", State.DISPATCHED),
+    ]
+    assert (attempts[0].task_id, attempts[0].tool_name, attempts[0].args_hash) == ("", "", "")
+    assert view.provides == {"attempt_id", "state"}
+    assert [q.attempt_id for q in view.queue()] == ["j-2"]
+
+
+def test_constants_and_argument_columns_fill_in_what_the_table_lacks(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    jobs_table(path)
+    view = jobs(path, constants={"tool_name": "send_email"}, args_columns=("recipient", "body"))
+    first = view.attempts()[0]
+    assert first.tool_name == "send_email"
+    assert first.args == {"recipient": "a@example.com", "body": "hi"}
+    assert first.args_hash == args_hash(first.args)
+    assert {"tool_name", "args_json", "args_hash"} <= view.provides
+    assert "idempotency_key" not in view.provides
+
+
+def test_rowid_can_be_the_row_id_and_numbers_read_as_text(tmp_path: Path) -> None:
+    path = tmp_path / "issues.db"
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("CREATE TABLE issues (title TEXT, number INTEGER, state TEXT)")
+        db.execute("INSERT INTO issues VALUES ('Outage', 1, 'OUTCOME_CONFIRMED')")
+    db.close()
+    view = SQLiteLedgerView(
+        path, table="issues", columns={"attempt_id": "rowid", "result_ref": "number"}
+    )
+    (attempt,) = view.attempts()
+    assert (attempt.attempt_id, attempt.result_ref) == ("1", "1")
+    assert "result_ref" in view.provides
+
+
+def test_every_keyword_reads_a_ledger_not_created_yet_as_empty(tmp_path: Path) -> None:
+    later = tmp_path / "later.db"
+    sqlite3.connect(later).close()  # the file exists, the table does not
+    view = jobs(
+        later,
+        constants={"tool_name": "send_email"},
+        args_columns=("recipient", "body"),
+        queue_sql="SELECT id FROM jobs WHERE status = 'pending'",
+        events_table="job_events",
+    )
+    assert (view.attempts(), view.queue(), list(view.events())) == ([], [], [])
+
+
+def test_bad_view_settings_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(LedgerError, match="not a seed name"):
+        SQLiteLedgerView(tmp_path / "x.db", columns={"recipient": "to"})
+    with pytest.raises(LedgerError, match="give one of them"):
+        SQLiteLedgerView(tmp_path / "x.db", columns={"args_json": "a"}, args_columns=("b",))
+    path = tmp_path / "jobs.db"
+    jobs_table(path)
+    with pytest.raises(LedgerError, match="argument column"):
+        jobs(path, args_columns=("recipient", "subject")).attempts()
+    with pytest.raises(LedgerError, match="queue_sql= failed"):
+        jobs(path, queue_sql="SELECT nope FROM jobs").queue()
