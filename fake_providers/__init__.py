@@ -10,7 +10,12 @@ forked workers) and over loopback (``serve(provider)``), with the same answers b
 - :class:`Deploy`: not idempotent, no lookup at all.
 
 The harness configures keys (``provider.keys``), settings (``provider.settings``) and faults
-(``provider.faults``) between steps, and checks invariants against ``provider.journal``.
+(``provider.faults``) between steps, and checks invariants against ``provider.journal``. It can
+hand each process its own credential without configuring anything per process:
+``derive_key(base_secret, label, signing_secret=...)`` is accepted as the base key by every
+provider whose journal holds that signing secret (``provider.keys.set_signing_secret``), and the
+journal records the label with each request and effect, so the journals say which process sent
+what, whatever the payloads say.
 :data:`PROVIDERS` maps each provider's name to its class: the harness reads it, and this
 package imports nothing of the harness.
 """
@@ -19,7 +24,7 @@ from ._deploy import Deploy
 from ._email import Email
 from ._faults import ActiveFault, Faults
 from ._journal import EffectRecord, Journal, RequestRecord
-from ._keys import ApiKey, Keys
+from ._keys import ApiKey, Keys, derive_key
 from ._mock import mock, transport
 from ._payments import Payments
 from ._provider import ATTEMPT_HEADER, CORRELATION_HEADER, TENANT_HEADER, Provider
@@ -51,6 +56,7 @@ __all__ = [
     "RequestRecord",
     "Settings",
     "Tickets",
+    "derive_key",
     "mock",
     "serve",
     "transport",

@@ -97,6 +97,8 @@ class Reply:
     payload_hash: str | None = None
     args_hash: str | None = None
     object_id: str | None = None
+    #: The names the API gives the object created or read by id (see ``RequestRecord``).
+    aliases: tuple[str, ...] = ()
     replayed: bool = False
     #: Runs inside the commit transaction, after the request row (gets the final headers).
     on_commit: Callable[[sqlite3.Connection, Reply], None] | None = None
@@ -386,18 +388,35 @@ class Provider:
         conn: sqlite3.Connection | None = None,
     ) -> None:
         route, key = ctx.route, ctx.key or ctx.presented
-        row = (
-            ctx.seq, ctx.request_id, ctx.now, ctx.request.method, ctx.request.url.path,
-            route.operation if route else None, route.kind if route else None,
-            key.tenant_id if key else None, key.key_id if key else None,
-            json.dumps(sorted(key.scopes)) if key else None,
-            reply.idempotency_key or ctx.request.headers.get("Idempotency-Key"),
-            reply.correlation_id or ctx.request.headers.get(CORRELATION_HEADER),
-            ctx.request.headers.get(ATTEMPT_HEADER), reply.operation_key,
-            reply.payload_hash, reply.args_hash, status, int(reply.effect is not None),
-            reply.object_id, fault, int(reply.replayed),
+        row = {
+            "seq": ctx.seq,
+            "request_id": ctx.request_id,
+            "time": ctx.now,
+            "method": ctx.request.method,
+            "path": ctx.request.url.path,
+            "operation": route.operation if route else None,
+            "kind": route.kind if route else None,
+            "tenant_id": key.tenant_id if key else None,
+            "key_id": key.key_id if key else None,
+            "scopes": json.dumps(sorted(key.scopes)) if key else None,
+            "label": key.label if key else None,
+            "idempotency_key": reply.idempotency_key or ctx.request.headers.get("Idempotency-Key"),
+            "correlation_id": reply.correlation_id or ctx.request.headers.get(CORRELATION_HEADER),
+            "attempt_id": ctx.request.headers.get(ATTEMPT_HEADER),
+            "operation_key": reply.operation_key,
+            "payload_hash": reply.payload_hash,
+            "args_hash": reply.args_hash,
+            "status": status,
+            "effect_applied": int(reply.effect is not None),
+            "object_id": reply.object_id,
+            "aliases": json.dumps(list(reply.aliases)),
+            "fault": fault,
+            "replayed": int(reply.replayed),
+        }
+        sql = (
+            f"INSERT INTO requests({', '.join(row)}) "
+            f"VALUES ({', '.join(':' + name for name in row)})"
         )
-        sql = f"INSERT INTO requests VALUES ({', '.join('?' * len(row))})"
         if conn is not None:
             conn.execute(sql, row)
         else:
@@ -414,15 +433,16 @@ class Provider:
                 assert reply.payload_hash is not None and reply.operation_key is not None
                 conn.execute(
                     "INSERT INTO effects(time, operation, operation_key, object_type, object_id, "
-                    "tenant_id, key_id, scopes, idempotency_key, correlation_id, attempt_id, "
-                    "payload_hash, args_hash, request_id, body) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "tenant_id, key_id, scopes, label, idempotency_key, correlation_id, "
+                    "attempt_id, payload_hash, args_hash, request_id, aliases, body) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         ctx.now, ctx.route.operation, reply.operation_key, effect.object_type,
                         effect.object_id, ctx.key.tenant_id, ctx.key.key_id,
-                        json.dumps(sorted(ctx.key.scopes)), reply.idempotency_key,
-                        reply.correlation_id, ctx.request.headers.get(ATTEMPT_HEADER),
-                        reply.payload_hash, reply.args_hash, ctx.request_id,
+                        json.dumps(sorted(ctx.key.scopes)), ctx.key.label,
+                        reply.idempotency_key, reply.correlation_id,
+                        ctx.request.headers.get(ATTEMPT_HEADER), reply.payload_hash,
+                        reply.args_hash, ctx.request_id, json.dumps(list(reply.aliases)),
                         json.dumps(effect.body),
                     ),
                 )
