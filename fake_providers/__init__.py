@@ -16,6 +16,10 @@ hand each process its own credential without configuring anything per process:
 provider whose journal holds that signing secret (``provider.keys.set_signing_secret``), and the
 journal records the label with each request and effect, so the journals say which process sent
 what, whatever the payloads say.
+
+Every response a provider produces carries a :class:`ResponseInfo` in
+``response.extensions["crashpoints"]``: operation, kind, status, whether an effect was applied or
+a saved answer replayed, request id, key label, idempotency key and provider name.
 :data:`PROVIDERS` maps each provider's name to its class: the harness reads it, and this
 package imports nothing of the harness.
 """
@@ -27,7 +31,7 @@ from ._journal import EffectRecord, Journal, RequestRecord
 from ._keys import ApiKey, Keys, derive_key
 from ._mock import mock, transport
 from ._payments import Payments
-from ._provider import ATTEMPT_HEADER, CORRELATION_HEADER, TENANT_HEADER, Provider
+from ._provider import ATTEMPT_HEADER, CORRELATION_HEADER, TENANT_HEADER, Provider, ResponseInfo
 from ._server import serve
 from ._settings import ProviderSettings, Settings
 from ._tickets import Tickets
@@ -54,6 +58,7 @@ __all__ = [
     "Provider",
     "ProviderSettings",
     "RequestRecord",
+    "ResponseInfo",
     "Settings",
     "Tickets",
     "derive_key",

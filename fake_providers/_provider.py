@@ -12,7 +12,10 @@ httpx's ``MockTransport``) over its journal. The pipeline, for every request:
    store with it (a saved idempotent response); only then produce the response, or lose it when
    the ``lose_responses`` switch is on.
 
-Every request gets a request id and a row in the journal, whatever its outcome.
+Every request gets a request id and a row in the journal, whatever its outcome. Every response
+the provider produces carries a :class:`ResponseInfo` in ``response.extensions["crashpoints"]``:
+what the journal recorded of the request, for whoever holds the response object (an in-process
+client, or the loopback server's preamble hook), without parsing the provider's wire format.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ __all__ = [
     "EffectDraft",
     "Provider",
     "Reply",
+    "ResponseInfo",
     "Route",
     "json_body",
     "payload_hash",
@@ -72,6 +76,33 @@ def payload_hash(params: Mapping[str, Any]) -> str | None:
         return args_hash(params)
     except ArgumentsError:
         return None
+
+
+@dataclass(frozen=True)
+class ResponseInfo:
+    """What the provider made of a request, in ``response.extensions["crashpoints"]`` of every
+    response it produces (refusals and injected 429/5xx included; a lost response or a lookup
+    timeout produces none). The same facts as the request's journal row.
+
+    ``operation``: the operation's name (``"charges.create"``, ``"issues.get"``, ...), None for
+    an unknown route. ``kind``: ``"write"`` (may apply an effect), ``"lookup"`` (tells whether
+    an effect happened) or ``"read"`` (anything else), None for an unknown route. ``status``:
+    the HTTP status. ``effect_applied``: this request applied an effect. ``replayed``: a saved
+    idempotent answer was replayed (payments). ``request_id``: the provider's request id (its
+    request id header). ``label``: the label of the derived key presented, None for a plain key,
+    an unknown key or none. ``idempotency_key``: the ``Idempotency-Key`` presented, if any.
+    ``provider``: the provider's name (``"payments"``, ...).
+    """
+
+    operation: str | None
+    kind: RequestKind | None
+    status: int
+    effect_applied: bool
+    replayed: bool
+    request_id: str
+    label: str | None
+    idempotency_key: str | None
+    provider: str
 
 
 @dataclass(frozen=True)
@@ -400,7 +431,7 @@ class Provider:
             "key_id": key.key_id if key else None,
             "scopes": json.dumps(sorted(key.scopes)) if key else None,
             "label": key.label if key else None,
-            "idempotency_key": reply.idempotency_key or ctx.request.headers.get("Idempotency-Key"),
+            "idempotency_key": _idempotency_key(ctx, reply),
             "correlation_id": reply.correlation_id or ctx.request.headers.get(CORRELATION_HEADER),
             "attempt_id": ctx.request.headers.get(ATTEMPT_HEADER),
             "operation_key": reply.operation_key,
@@ -456,6 +487,24 @@ class Provider:
             raise httpx.RemoteProtocolError(
                 "Server disconnected without sending a response.", request=ctx.request
             )
-        return httpx.Response(
-            reply.status, headers=reply.headers, content=reply.body, request=ctx.request
+        key = ctx.key or ctx.presented
+        info = ResponseInfo(
+            operation=ctx.route.operation if ctx.route else None,
+            kind=ctx.route.kind if ctx.route else None,
+            status=reply.status,
+            effect_applied=reply.effect is not None,
+            replayed=reply.replayed,
+            request_id=ctx.request_id,
+            label=key.label if key else None,
+            idempotency_key=_idempotency_key(ctx, reply),
+            provider=self.name,
         )
+        return httpx.Response(
+            reply.status, headers=reply.headers, content=reply.body, request=ctx.request,
+            extensions={"crashpoints": info},
+        )
+
+
+def _idempotency_key(ctx: _Context, reply: Reply) -> str | None:
+    found: str | None = reply.idempotency_key or ctx.request.headers.get("Idempotency-Key")
+    return found
