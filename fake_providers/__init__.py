@@ -32,7 +32,7 @@ from ._keys import ApiKey, Keys, derive_key
 from ._mock import mock, transport
 from ._payments import Payments
 from ._provider import ATTEMPT_HEADER, CORRELATION_HEADER, TENANT_HEADER, Provider, ResponseInfo
-from ._server import serve
+from ._server import Preamble, serve
 from ._settings import ProviderSettings, Settings
 from ._tickets import Tickets
 
@@ -52,6 +52,7 @@ __all__ = [
     "EffectRecord",
     "PROVIDERS",
     "Faults",
+    "Preamble",
     "Journal",
     "Keys",
     "Payments",

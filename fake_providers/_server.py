@@ -6,12 +6,23 @@ The server turns each HTTP request into an ``httpx.Request`` and calls the same
 fault says the client gets no response (a lookup timeout, a lost response), the server closes the
 connection without answering: the client sees a connection error at once (there is no real wait,
 so a lookup timeout and a lost response look alike to the client; both mean "unknown").
+
+The preamble hook (``serve(provider, preamble=...)``) lets the harness reach the process that sent
+a request at the moment its answer leaves: ``preamble(request, response) -> bytes`` is called
+with the provider's response (its ``extensions["crashpoints"]`` is the :class:`ResponseInfo`), and
+the bytes it returns are written immediately before the status line, in the same write as the
+response. A client hooked to expect them strips them (e.g. a worker that crashes itself when told
+to); a client that is not hooked sees a malformed response, so only return bytes to clients that
+expect them (``b""`` writes nothing extra). It is never called when no response is sent (a lost
+response, a lookup timeout) nor for the server's own error answers. A hook that raises, or returns
+something other than bytes, does not take the server down: the client gets a 500 instead of the
+provider's answer, and nothing more is journaled (the provider already recorded the request).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -19,7 +30,10 @@ import httpx
 
 from ._provider import Provider
 
-__all__ = ["serve"]
+__all__ = ["Preamble", "serve"]
+
+#: ``preamble(request, response) -> bytes``: what to write before the status line of ``response``.
+Preamble = Callable[[httpx.Request, httpx.Response], bytes]
 
 _HOP_BY_HOP = frozenset({"content-length", "transfer-encoding", "connection", "keep-alive"})
 
@@ -28,8 +42,9 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = False  # server_close joins request threads: nothing outlives serve()
     block_on_close = True
 
-    def __init__(self, provider: Provider) -> None:
+    def __init__(self, provider: Provider, preamble: Preamble | None) -> None:
         self.provider = provider
+        self.preamble = preamble
         super().__init__(("127.0.0.1", 0), _Handler)
 
 
@@ -64,13 +79,34 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as exc:  # a broken journal must not kill the server thread silently
             self.send_error(500, f"fake provider error: {exc!r}")
             return
-        self.send_response(response.status_code)
-        for name, value in response.headers.multi_items():
-            if name.lower() not in _HOP_BY_HOP:
-                self.send_header(name, value)
-        self.send_header("Content-Length", str(len(response.content)))
-        self.end_headers()
-        self.wfile.write(response.content)
+        extra = b""
+        if self.server.preamble is not None:
+            try:
+                extra = self.server.preamble(request, response)
+                if not isinstance(extra, (bytes, bytearray)):
+                    raise TypeError(f"the preamble hook returned {type(extra).__name__}, not bytes")
+            except Exception as exc:  # the hook's bug is answered, not fatal to the server
+                self.send_error(500, "Preamble hook failed", f"the preamble hook raised {exc!r}")
+                return
+        # One write: the preamble reaches the client together with the answer, never alone.
+        self.wfile.write(bytes(extra) + self._head(response) + response.content)
+
+    def _head(self, response: httpx.Response) -> bytes:
+        """Status line and headers, the provider's headers spelled as it wrote them."""
+        lines = [
+            f"{self.protocol_version} {response.status_code} {response.reason_phrase}".encode(
+                "latin-1"
+            ),
+            f"Server: {self.version_string()}".encode("latin-1"),
+            f"Date: {self.date_time_string()}".encode("latin-1"),
+            *(
+                name + b": " + value
+                for name, value in response.headers.raw
+                if name.decode("latin-1").lower() not in _HOP_BY_HOP
+            ),
+            f"Content-Length: {len(response.content)}".encode("latin-1"),
+        ]
+        return b"\r\n".join(lines) + b"\r\n\r\n"
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _serve
 
@@ -79,13 +115,17 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def serve(provider: Provider) -> Iterator[str]:
+def serve(provider: Provider, *, preamble: Preamble | None = None) -> Iterator[str]:
     """Serve ``provider`` on ``http://127.0.0.1:<free port>`` in a background thread.
 
     Yields the base URL to point a client at. On exit the server stops, every request thread is
     joined and the listening socket is closed.
+
+    ``preamble(request, response) -> bytes``, if given, is called with every response the
+    provider produces; what it returns is written before the status line, in the same write as
+    the response (see the module docstring).
     """
-    server = _Server(provider)
+    server = _Server(provider, preamble)
     thread = threading.Thread(
         target=server.serve_forever, kwargs={"poll_interval": 0.05},
         name=f"fake-{provider.name}-server", daemon=True,
