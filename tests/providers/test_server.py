@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
+from contextlib import ExitStack
 from urllib.parse import urlsplit
 
 import httpx
@@ -141,3 +143,97 @@ def test_a_broken_preamble_is_a_500_and_the_server_carries_on(
     assert [(r.status, r.effect_applied) for r in payments.journal.requests()] == [
         (200, True), (200, True)]
     assert len(calls) == 2
+
+
+# -- limits -------------------------------------------------------------------------------------
+# Each of these failed before the server checked the length, the body and the clock itself: the
+# server read a huge or lying Content-Length, handled a truncated body, held a stalled connection
+# for 30 s, and made leaving serve() wait for it.
+
+
+def head_only(length: str) -> bytes:
+    return (
+        "POST /v1/charges HTTP/1.0\r\nHost: 127.0.0.1\r\n"
+        "Authorization: Bearer payments-writer-a\r\n"
+        "Content-Type: application/x-www-form-urlencoded\r\n"
+        f"Content-Length: {length}\r\n\r\n"
+    ).encode()
+
+
+def test_a_body_over_the_limit_is_a_413_without_reading_it(payments: Provider) -> None:
+    body = b"amount=5&currency=usd"
+    with serve(payments, max_body=len(body)) as url:
+        assert exchange(url, charge()).startswith(b"HTTP/1.0 200 ")  # at the limit: fine
+        with connect_raw(url, timeout=3) as sock:
+            sock.sendall(head_only(str(len(body) + 1)))  # the body never comes
+            assert read_all(sock).startswith(b"HTTP/1.0 413 ")
+    with serve(payments) as url, connect_raw(url, timeout=3) as sock:  # default: 10 MiB
+        sock.sendall(head_only(str(10 * 1024 * 1024 + 1)))
+        assert read_all(sock).startswith(b"HTTP/1.0 413 ")
+    assert len(payments.journal.requests()) == 1
+
+
+@pytest.mark.parametrize(
+    "length", ["99999999999999999999999", "-1", "abc", "1_0", "+5", "5 5", "0x10"]
+)
+def test_a_content_length_that_is_not_a_sane_number_is_a_400(
+    payments: Provider, length: str
+) -> None:
+    with serve(payments) as url, connect_raw(url, timeout=3) as sock:
+        sock.sendall(head_only(length) + b"amount=5&currency=usd")
+        assert read_all(sock).startswith(b"HTTP/1.0 400 ")
+    assert payments.journal.requests() == []
+
+
+def test_conflicting_content_lengths_are_a_400(payments: Provider) -> None:
+    raw = head_only("21").replace(b"\r\n\r\n", b"\r\nContent-Length: 5\r\n\r\n")
+    with serve(payments) as url, connect_raw(url, timeout=3) as sock:
+        sock.sendall(raw + b"amount=5&currency=usd")
+        assert read_all(sock).startswith(b"HTTP/1.0 400 ")
+    assert payments.journal.requests() == []
+
+
+def test_a_truncated_body_is_never_handled(payments: Provider) -> None:
+    with serve(payments) as url, connect_raw(url, timeout=3) as sock:
+        sock.sendall(head_only("21") + b"amount=5")
+        sock.shutdown(socket.SHUT_WR)  # the client gives up half way
+        assert read_all(sock).startswith(b"HTTP/1.0 400 ")
+    assert payments.journal.requests() == []
+
+
+@pytest.mark.parametrize("sent", [b"POST /v1/charges HTTP/1.0\r\nContent-Le", b"BODY"])
+def test_a_stalled_request_is_dropped_after_the_read_timeout(
+    payments: Provider, sent: bytes
+) -> None:
+    if sent == b"BODY":
+        sent = head_only("21") + b"amount=5"
+    with serve(payments, read_timeout=0.3) as url, connect_raw(url, timeout=5) as sock:
+        sock.sendall(sent)
+        started = time.monotonic()
+        assert read_all(sock) == b""  # the server hung up on the stalled client
+        assert time.monotonic() - started < 3
+    assert payments.journal.requests() == []
+
+
+@pytest.mark.parametrize("sent", [b"POST /v1/charges HTTP/1.0\r\nContent-Le", b"BODY"])
+def test_leaving_serve_does_not_wait_for_a_stalled_client(
+    payments: Provider, sent: bytes
+) -> None:
+    if sent == b"BODY":
+        sent = head_only("21") + b"amount=5"
+    with ExitStack() as stack:
+        with serve(payments) as url:  # the default read timeout, 10 s
+            sock = stack.enter_context(connect_raw(url))
+            sock.sendall(sent)
+            assert exchange(url, charge()).startswith(b"HTTP/1.0 200 ")  # it was accepted
+            started = time.monotonic()
+        assert time.monotonic() - started < 1.5
+        assert read_all(sock) == b""  # closed without an answer, and without handling it
+    assert len(payments.journal.requests()) == 1
+
+
+@pytest.mark.parametrize("bad", [{"max_body": -1}, {"max_body": 1.5}, {"read_timeout": 0},
+                                 {"read_timeout": float("inf")}])
+def test_bad_limits_are_refused(payments: Provider, bad: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match=next(iter(bad))), serve(payments, **bad):  # type: ignore[arg-type]
+        pass
