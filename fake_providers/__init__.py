@@ -2,7 +2,9 @@
 
 Each provider is a request handler (``provider.handle(httpx.Request) -> httpx.Response``) over
 its own SQLite journal, reachable in-process (``mock(...)``/``transport(...)``, inherited by
-forked workers) and over loopback (``serve(provider)``), with the same answers both ways:
+forked workers) and over loopback (``serve(provider)``: a real HTTP server with body and time
+limits, whose optional :data:`Preamble` hook writes bytes just before an answer's status line),
+with the same answers both ways:
 
 - :class:`Payments`: idempotent, a subset of Stripe's API;
 - :class:`Email`: not idempotent, a subset of SendGrid's v3 mail send and email activity API;
@@ -20,6 +22,7 @@ what, whatever the payloads say.
 Every response a provider produces carries a :class:`ResponseInfo` in
 ``response.extensions["crashpoints"]``: operation, kind, status, whether an effect was applied or
 a saved answer replayed, request id, key label, idempotency key and provider name.
+
 :data:`PROVIDERS` maps each provider's name to its class: the harness reads it, and this
 package imports nothing of the harness.
 """
