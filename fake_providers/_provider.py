@@ -4,13 +4,15 @@ A provider is a request handler (``handle(httpx.Request) -> httpx.Response``, li
 httpx's ``MockTransport``) over its journal. The pipeline, for every request:
 
 1. route it (unknown route: 404 in the provider's format);
-2. authenticate (unknown or revoked key: 401) and authorize (a request that names another tenant
-   than the key's, or an operation the key's scopes do not cover: 403);
+2. authenticate (unknown or revoked key: 401; a derived key authenticates as its base key and
+   brings its label) and authorize (a request that names another tenant than the key's, or an
+   operation the key's scopes do not cover: 403);
 3. take the fault switches that apply, atomically (latency, 429, 5xx, lookup timeout);
 4. run the operation's handler, which validates (400, never an effect) and builds the answer;
-5. commit, in one transaction: the effect (if any), the request row, whatever the handler must
-   store with it (a saved idempotent response); only then produce the response, or lose it when
-   the ``lose_responses`` switch is on.
+5. commit, in one transaction: the effect (if any), the request row (with the key's label and
+   the aliases of the object created or read), whatever the handler must store with it (a saved
+   idempotent response); only then produce the response, or lose it when the
+   ``lose_responses`` switch is on.
 
 Every request gets a request id and a row in the journal, whatever its outcome. Every response
 the provider produces carries a :class:`ResponseInfo` in ``response.extensions["crashpoints"]``:
