@@ -108,10 +108,10 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.0"  # one request per connection: closing it is unambiguous
-    timeout = 30
 
     def setup(self) -> None:
         super().setup()
+        # Each server has its own read timeout (the class attribute ``timeout`` is shared).
         self.connection.settimeout(self.server.read_timeout)
 
     def _serve(self) -> None:
