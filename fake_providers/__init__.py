@@ -2,7 +2,9 @@
 
 Each provider is a request handler (``provider.handle(httpx.Request) -> httpx.Response``) over
 its own SQLite journal, reachable in-process (``mock(...)``/``transport(...)``, inherited by
-forked workers) and over loopback (``serve(provider)``), with the same answers both ways:
+forked workers) and over loopback (``serve(provider)``: a real HTTP server with body and time
+limits, whose optional :data:`Preamble` hook writes bytes just before an answer's status line),
+with the same answers both ways:
 
 - :class:`Payments`: idempotent, a subset of Stripe's API;
 - :class:`Email`: not idempotent, a subset of SendGrid's v3 mail send and email activity API;
@@ -10,7 +12,17 @@ forked workers) and over loopback (``serve(provider)``), with the same answers b
 - :class:`Deploy`: not idempotent, no lookup at all.
 
 The harness configures keys (``provider.keys``), settings (``provider.settings``) and faults
-(``provider.faults``) between steps, and checks invariants against ``provider.journal``.
+(``provider.faults``) between steps, and checks invariants against ``provider.journal``. It can
+hand each process its own credential without configuring anything per process:
+``derive_key(base_secret, label, signing_secret=...)`` is accepted as the base key by every
+provider whose journal holds that signing secret (``provider.keys.set_signing_secret``), and the
+journal records the label with each request and effect, so the journals say which process sent
+what, whatever the payloads say.
+
+Every response a provider produces carries a :class:`ResponseInfo` in
+``response.extensions["crashpoints"]``: operation, kind, status, whether an effect was applied or
+a saved answer replayed, request id, key label, idempotency key and provider name.
+
 :data:`PROVIDERS` maps each provider's name to its class: the harness reads it, and this
 package imports nothing of the harness.
 """
@@ -19,11 +31,11 @@ from ._deploy import Deploy
 from ._email import Email
 from ._faults import ActiveFault, Faults
 from ._journal import EffectRecord, Journal, RequestRecord
-from ._keys import ApiKey, Keys
+from ._keys import ApiKey, Keys, derive_key
 from ._mock import mock, transport
 from ._payments import Payments
-from ._provider import ATTEMPT_HEADER, CORRELATION_HEADER, TENANT_HEADER, Provider
-from ._server import serve
+from ._provider import ATTEMPT_HEADER, CORRELATION_HEADER, TENANT_HEADER, Provider, ResponseInfo
+from ._server import Preamble, serve
 from ._settings import ProviderSettings, Settings
 from ._tickets import Tickets
 
@@ -43,14 +55,17 @@ __all__ = [
     "EffectRecord",
     "PROVIDERS",
     "Faults",
+    "Preamble",
     "Journal",
     "Keys",
     "Payments",
     "Provider",
     "ProviderSettings",
     "RequestRecord",
+    "ResponseInfo",
     "Settings",
     "Tickets",
+    "derive_key",
     "mock",
     "serve",
     "transport",

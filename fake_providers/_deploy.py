@@ -12,6 +12,9 @@ MANUAL_REVIEW). Every accepted request is a deployment: the same body twice depl
 ``metadata["crashpoints_correlation_id"]`` (or the ``X-Correlation-Id`` header) is recorded as the
 correlation id, ``metadata["crashpoints_args_hash"]`` as the declared args hash. Payload hash:
 ``args_hash`` of the JSON body as sent. Logical operation: the correlation id, or the payload hash.
+
+Aliases (journal ``aliases``): the deployment's object id (``deploy_...``, never shown to the
+client) and the request id (``X-Request-Id``), which is all the client ever sees of it.
 """
 
 from __future__ import annotations
@@ -85,15 +88,17 @@ class Deploy(Provider):
             CORRELATION_HEADER
         )
         deployment: dict[str, Any] = {**data, "deployed_at": call.now}
+        deployment_id = f"deploy_{call.seq:014d}"
         return Reply(
             202,
             json_body({"status": "accepted"}),
             {"Content-Type": "application/json"},
-            effect=EffectDraft("deployment", f"deploy_{call.seq:014d}", deployment),
+            effect=EffectDraft("deployment", deployment_id, deployment),
             correlation_id=correlation,
             operation_key=correlation or phash,
             payload_hash=phash,
             args_hash=metadata.get("crashpoints_args_hash"),
+            aliases=(deployment_id, call.request_id),
         )
 
 

@@ -18,6 +18,9 @@ Search queries: clauses ``unique_args['key']="value"``, ``msg_id="..."``, ``to_e
 ``from_email="..."``, ``subject="..."``, optionally parenthesized, joined by ``AND``;
 ``limit`` (1..1000, default 10).
 
+Aliases (journal ``aliases``): the message id, as ``X-Message-Id`` gives it, of a message sent
+or looked up by id.
+
 Payload hash: ``args_hash`` of the JSON body as sent. Logical operation: the correlation id, or
 the payload hash when there is none.
 """
@@ -147,6 +150,7 @@ class Email(Provider):
             payload_hash=phash,
             args_hash=args.get("crashpoints_args_hash"),
             object_id=msg_id,
+            aliases=(msg_id,),
         )
 
     def _message(self, call: Call, mail: dict[str, Any]) -> dict[str, Any]:
@@ -217,6 +221,7 @@ class Email(Provider):
             return self.error(404, f"message {msg_id!r} not found", field="msg_id")
         reply = Reply(200, json_body(_details(message)), {"Content-Type": "application/json"})
         reply.object_id = msg_id
+        reply.aliases = (msg_id,)
         return reply
 
     def _search(self, call: Call) -> Reply:

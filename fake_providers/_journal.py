@@ -9,6 +9,13 @@ Durability: WAL, ``synchronous=FULL``, a busy timeout, and write transactions ta
 ``BEGIN IMMEDIATE``. An accepted effect is committed before any response leaves the provider.
 Connections are opened lazily per process: a connection inherited over ``fork`` is never used
 (nor closed) in the child.
+
+Attribution: every request and effect row carries the ``label`` of the derived key the request
+presented (see ``_keys``), which names the process that sent it, and the ``aliases`` of the
+object it created or read: every string by which the provider's API names that object to its
+clients (an id, a number, a URL), so that whatever a ledger stored of an answer links it to the
+effect. The journal's schema version is stored in the file; a journal written by another
+version is refused (journals are per-test files: start a new one).
 """
 
 from __future__ import annotations
@@ -25,12 +32,12 @@ from typing import Any
 
 __all__ = ["EffectRecord", "Journal", "RequestRecord"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _INHERITED: list[sqlite3.Connection] = []
 
+_META = "CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value TEXT NOT NULL)"
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS counters(name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS keys(
     secret TEXT PRIMARY KEY, key_id TEXT NOT NULL, tenant_id TEXT NOT NULL,
@@ -41,22 +48,25 @@ CREATE TABLE IF NOT EXISTS faults(
 CREATE TABLE IF NOT EXISTS requests(
     seq INTEGER PRIMARY KEY, request_id TEXT NOT NULL UNIQUE, time REAL NOT NULL,
     method TEXT NOT NULL, path TEXT NOT NULL, operation TEXT, kind TEXT,
-    tenant_id TEXT, key_id TEXT, scopes TEXT,
+    tenant_id TEXT, key_id TEXT, scopes TEXT, label TEXT,
     idempotency_key TEXT, correlation_id TEXT, attempt_id TEXT, operation_key TEXT,
     payload_hash TEXT, args_hash TEXT,
-    status INTEGER, effect_applied INTEGER NOT NULL, object_id TEXT, fault TEXT,
+    status INTEGER, effect_applied INTEGER NOT NULL, object_id TEXT,
+    aliases TEXT NOT NULL DEFAULT '[]', fault TEXT,
     replayed INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS requests_operation_key ON requests(operation_key);
 CREATE INDEX IF NOT EXISTS requests_attempt ON requests(attempt_id);
+CREATE INDEX IF NOT EXISTS requests_label ON requests(label);
 CREATE TABLE IF NOT EXISTS effects(
     seq INTEGER PRIMARY KEY, time REAL NOT NULL, operation TEXT NOT NULL,
     operation_key TEXT NOT NULL, object_type TEXT NOT NULL, object_id TEXT NOT NULL,
-    tenant_id TEXT NOT NULL, key_id TEXT NOT NULL, scopes TEXT NOT NULL,
+    tenant_id TEXT NOT NULL, key_id TEXT NOT NULL, scopes TEXT NOT NULL, label TEXT,
     idempotency_key TEXT, correlation_id TEXT, attempt_id TEXT,
     payload_hash TEXT NOT NULL, args_hash TEXT, request_id TEXT NOT NULL,
-    body TEXT NOT NULL,
+    aliases TEXT NOT NULL DEFAULT '[]', body TEXT NOT NULL,
     UNIQUE(object_type, object_id));
 CREATE INDEX IF NOT EXISTS effects_operation_key ON effects(operation_key);
+CREATE INDEX IF NOT EXISTS effects_label ON effects(label);
 CREATE TABLE IF NOT EXISTS idempotency(
     tenant_id TEXT NOT NULL, key TEXT NOT NULL, params_hash TEXT NOT NULL,
     state TEXT NOT NULL, owner_pid INTEGER, owner_start TEXT, created_at REAL NOT NULL,
@@ -73,7 +83,11 @@ class RequestRecord:
     injected fault that shaped the answer, if any (``"response_lost"`` means the effect was
     applied and the client saw a connection failure). ``scopes`` are the scopes of the key
     presented, at the time of the request; ``tenant_id`` is the key's tenant, also when the key
-    was revoked and the request refused (None for an unknown key).
+    was revoked and the request refused (None for an unknown key). ``label`` is the label of the
+    derived key the request presented (None for a plain key, an unknown key or none): it names
+    the process that sent the request. ``aliases`` are the names the provider's API gives the
+    object the request created or read by id (empty for a refusal, a search, a list, or a
+    request that names no object); see each provider for what they are.
     """
 
     seq: int
@@ -86,6 +100,7 @@ class RequestRecord:
     tenant_id: str | None
     key_id: str | None
     scopes: tuple[str, ...] | None
+    label: str | None
     idempotency_key: str | None
     correlation_id: str | None
     attempt_id: str | None
@@ -95,6 +110,7 @@ class RequestRecord:
     status: int | None
     effect_applied: bool
     object_id: str | None
+    aliases: tuple[str, ...]
     fault: str | None
     replayed: bool
 
@@ -106,6 +122,9 @@ class EffectRecord:
     ``operation_key`` names the logical operation: the idempotency key for payments, otherwise
     the correlation id, or the payload hash when the client sent no correlation id.
     ``time`` is the harness time the effect was committed. ``body`` is the stored object.
+    ``label`` is the label of the derived key that applied it (None for a plain key): the
+    process that sent the request. ``aliases`` are the names the provider's API gives the
+    object, as the client that created it saw them (the same as its request's aliases).
     """
 
     seq: int
@@ -117,12 +136,14 @@ class EffectRecord:
     tenant_id: str
     key_id: str
     scopes: tuple[str, ...]
+    label: str | None
     idempotency_key: str | None
     correlation_id: str | None
     attempt_id: str | None
     payload_hash: str
     args_hash: str | None
     request_id: str
+    aliases: tuple[str, ...]
     body: dict[str, Any]
 
 
@@ -142,6 +163,7 @@ def _request_record(row: sqlite3.Row) -> RequestRecord:
         tenant_id=row["tenant_id"],
         key_id=row["key_id"],
         scopes=_scopes(row["scopes"]),
+        label=row["label"],
         idempotency_key=row["idempotency_key"],
         correlation_id=row["correlation_id"],
         attempt_id=row["attempt_id"],
@@ -151,6 +173,7 @@ def _request_record(row: sqlite3.Row) -> RequestRecord:
         status=row["status"],
         effect_applied=bool(row["effect_applied"]),
         object_id=row["object_id"],
+        aliases=tuple(json.loads(row["aliases"])),
         fault=row["fault"],
         replayed=bool(row["replayed"]),
     )
@@ -167,12 +190,14 @@ def _effect_record(row: sqlite3.Row) -> EffectRecord:
         tenant_id=row["tenant_id"],
         key_id=row["key_id"],
         scopes=tuple(json.loads(row["scopes"])),
+        label=row["label"],
         idempotency_key=row["idempotency_key"],
         correlation_id=row["correlation_id"],
         attempt_id=row["attempt_id"],
         payload_hash=row["payload_hash"],
         args_hash=row["args_hash"],
         request_id=row["request_id"],
+        aliases=tuple(json.loads(row["aliases"])),
         body=json.loads(row["body"]),
     )
 
@@ -198,18 +223,29 @@ class Journal:
 
     def _create_schema(self, provider: str) -> None:
         with self.transaction() as conn:
+            # Check whose journal this is, and of which version, before touching its tables:
+            # another version's tables may lack columns this version indexes.
+            conn.execute(_META)
+            meta = dict(conn.execute("SELECT name, value FROM meta").fetchall())
+            if "provider" in meta:
+                if meta["provider"] != provider:
+                    raise ValueError(
+                        f"{self.path} is the journal of the {meta['provider']!r} provider, not "
+                        f"{provider!r}; give every provider its own journal file."
+                    )
+                if meta.get("schema") != str(SCHEMA_VERSION):
+                    raise ValueError(
+                        f"{self.path} is a {provider} journal of schema version "
+                        f"{meta.get('schema', 'unknown')}, but this version of fake_providers "
+                        f"reads version {SCHEMA_VERSION}; nothing was changed. Journals are "
+                        "per-test files: give the provider a new journal file."
+                    )
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)
-            row = conn.execute("SELECT value FROM meta WHERE name='provider'").fetchone()
-            if row is None:
+            if "provider" not in meta:
                 conn.execute("INSERT INTO meta VALUES ('provider', ?)", (provider,))
                 conn.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-            elif row[0] != provider:
-                raise ValueError(
-                    f"{self.path} is the journal of the {row[0]!r} provider, not {provider!r}; "
-                    "give every provider its own journal file."
-                )
 
     # -- connections ---------------------------------------------------------------------------
 
@@ -281,8 +317,12 @@ class Journal:
         idempotency_key: str | None = None,
         correlation_id: str | None = None,
         request_id: str | None = None,
+        label: str | None = None,
     ) -> list[RequestRecord]:
-        """Every request matching all the given filters, in arrival order."""
+        """Every request matching all the given filters, in arrival order.
+
+        ``label`` selects the requests that presented a key derived for that label.
+        """
         where, args = _filters(
             operation_key=operation_key,
             attempt_id=attempt_id,
@@ -290,6 +330,7 @@ class Journal:
             idempotency_key=idempotency_key,
             correlation_id=correlation_id,
             request_id=request_id,
+            label=label,
         )
         with self.connection() as conn:
             rows = conn.execute(f"SELECT * FROM requests{where} ORDER BY seq", args).fetchall()
@@ -304,8 +345,12 @@ class Journal:
         payload_hash: str | None = None,
         args_hash: str | None = None,
         object_id: str | None = None,
+        label: str | None = None,
     ) -> list[EffectRecord]:
-        """Every applied effect matching all the given filters, in commit order."""
+        """Every applied effect matching all the given filters, in commit order.
+
+        ``label`` selects the effects applied by a key derived for that label.
+        """
         where, args = _filters(
             operation_key=operation_key,
             attempt_id=attempt_id,
@@ -313,6 +358,7 @@ class Journal:
             payload_hash=payload_hash,
             args_hash=args_hash,
             object_id=object_id,
+            label=label,
         )
         with self.connection() as conn:
             rows = conn.execute(f"SELECT * FROM effects{where} ORDER BY seq", args).fetchall()

@@ -23,6 +23,9 @@ executing); a card decline (source ``tok_chargeDeclined`` or payment method
 its owner (pid and process start time): a marker whose owner died (a killed worker) is stale and
 taken over. The effect and the saved response are committed in one transaction.
 
+Aliases (journal ``aliases``): the object id (``ch_...``, ``pi_...``) of the charge or payment
+intent a create made (also a declined one, which its 402 names), replayed, or retrieved.
+
 Payload hash: ``args_hash`` of the parsed form parameters (nested as Stripe nests
 ``metadata[key]``; values stay strings except ``amount``, an integer), without ``expand``.
 ``metadata[crashpoints_args_hash]`` is recorded as the declared args hash;
@@ -290,8 +293,8 @@ class Payments(Provider):
             headers["Original-Request"] = headers.get(self.request_id_header, "")
             replay = self._with(base, Reply(row["status"], bytes(row["body"]), headers))
             replay.replayed = True
-            body = json.loads(replay.body)
-            replay.object_id = body.get("id") if isinstance(body, dict) else None
+            replay.object_id = _named_object(json.loads(replay.body))
+            replay.aliases = (replay.object_id,) if replay.object_id else ()
             return replay
 
     def _release(self, call: Call, key: str) -> None:
@@ -385,7 +388,7 @@ class Payments(Provider):
                 status=status,
                 amount_received=amount if status == "succeeded" else 0,
             )
-        answer = self._with(base, Reply(200, object_id=object_id))
+        answer = self._with(base, Reply(200, object_id=object_id, aliases=(object_id,)))
         if declined:
             error: dict[str, Any] = {
                 "type": "card_error",
@@ -414,6 +417,7 @@ class Payments(Provider):
             )
         reply = Reply(200, json_body(obj), {"Content-Type": "application/json"})
         reply.object_id = object_id
+        reply.aliases = (object_id,)
         return reply
 
     def _search(self, call: Call, object_type: str) -> Reply:
@@ -441,6 +445,18 @@ class Payments(Provider):
             "next_page": str(offset + limit) if more else None,
         }
         return Reply(200, json_body(body), {"Content-Type": "application/json"})
+
+
+def _named_object(body: Any) -> str | None:
+    """The id of the charge or payment intent a saved answer names (a decline names it in its
+    error)."""
+    if not isinstance(body, dict):
+        return None
+    error = body.get("error")
+    found = body.get("id") or (
+        (error.get("charge") or error.get("payment_intent")) if isinstance(error, dict) else None
+    )
+    return found if isinstance(found, str) else None
 
 
 def _parse_query(query: str) -> list[tuple[str, str]]:

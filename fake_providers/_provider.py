@@ -4,15 +4,20 @@ A provider is a request handler (``handle(httpx.Request) -> httpx.Response``, li
 httpx's ``MockTransport``) over its journal. The pipeline, for every request:
 
 1. route it (unknown route: 404 in the provider's format);
-2. authenticate (unknown or revoked key: 401) and authorize (a request that names another tenant
-   than the key's, or an operation the key's scopes do not cover: 403);
+2. authenticate (unknown or revoked key: 401; a derived key authenticates as its base key and
+   brings its label) and authorize (a request that names another tenant than the key's, or an
+   operation the key's scopes do not cover: 403);
 3. take the fault switches that apply, atomically (latency, 429, 5xx, lookup timeout);
 4. run the operation's handler, which validates (400, never an effect) and builds the answer;
-5. commit, in one transaction: the effect (if any), the request row, whatever the handler must
-   store with it (a saved idempotent response); only then produce the response, or lose it when
-   the ``lose_responses`` switch is on.
+5. commit, in one transaction: the effect (if any), the request row (with the key's label and
+   the aliases of the object created or read), whatever the handler must store with it (a saved
+   idempotent response); only then produce the response, or lose it when the
+   ``lose_responses`` switch is on.
 
-Every request gets a request id and a row in the journal, whatever its outcome.
+Every request gets a request id and a row in the journal, whatever its outcome. Every response
+the provider produces carries a :class:`ResponseInfo` in ``response.extensions["crashpoints"]``:
+what the journal recorded of the request, for whoever holds the response object (an in-process
+client, or the loopback server's preamble hook), without parsing the provider's wire format.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ __all__ = [
     "EffectDraft",
     "Provider",
     "Reply",
+    "ResponseInfo",
     "Route",
     "json_body",
     "payload_hash",
@@ -75,6 +81,33 @@ def payload_hash(params: Mapping[str, Any]) -> str | None:
 
 
 @dataclass(frozen=True)
+class ResponseInfo:
+    """What the provider made of a request, in ``response.extensions["crashpoints"]`` of every
+    response it produces (refusals and injected 429/5xx included; a lost response or a lookup
+    timeout produces none). The same facts as the request's journal row.
+
+    ``operation``: the operation's name (``"charges.create"``, ``"issues.get"``, ...), None for
+    an unknown route. ``kind``: ``"write"`` (may apply an effect), ``"lookup"`` (tells whether
+    an effect happened) or ``"read"`` (anything else), None for an unknown route. ``status``:
+    the HTTP status. ``effect_applied``: this request applied an effect. ``replayed``: a saved
+    idempotent answer was replayed (payments). ``request_id``: the provider's request id (its
+    request id header). ``label``: the label of the derived key presented, None for a plain key,
+    an unknown key or none. ``idempotency_key``: the ``Idempotency-Key`` presented, if any.
+    ``provider``: the provider's name (``"payments"``, ...).
+    """
+
+    operation: str | None
+    kind: RequestKind | None
+    status: int
+    effect_applied: bool
+    replayed: bool
+    request_id: str
+    label: str | None
+    idempotency_key: str | None
+    provider: str
+
+
+@dataclass(frozen=True)
 class EffectDraft:
     """An effect the handler wants applied: the object it creates, stored in the journal."""
 
@@ -97,6 +130,8 @@ class Reply:
     payload_hash: str | None = None
     args_hash: str | None = None
     object_id: str | None = None
+    #: The names the API gives the object created or read by id (see ``RequestRecord``).
+    aliases: tuple[str, ...] = ()
     replayed: bool = False
     #: Runs inside the commit transaction, after the request row (gets the final headers).
     on_commit: Callable[[sqlite3.Connection, Reply], None] | None = None
@@ -386,18 +421,35 @@ class Provider:
         conn: sqlite3.Connection | None = None,
     ) -> None:
         route, key = ctx.route, ctx.key or ctx.presented
-        row = (
-            ctx.seq, ctx.request_id, ctx.now, ctx.request.method, ctx.request.url.path,
-            route.operation if route else None, route.kind if route else None,
-            key.tenant_id if key else None, key.key_id if key else None,
-            json.dumps(sorted(key.scopes)) if key else None,
-            reply.idempotency_key or ctx.request.headers.get("Idempotency-Key"),
-            reply.correlation_id or ctx.request.headers.get(CORRELATION_HEADER),
-            ctx.request.headers.get(ATTEMPT_HEADER), reply.operation_key,
-            reply.payload_hash, reply.args_hash, status, int(reply.effect is not None),
-            reply.object_id, fault, int(reply.replayed),
+        row = {
+            "seq": ctx.seq,
+            "request_id": ctx.request_id,
+            "time": ctx.now,
+            "method": ctx.request.method,
+            "path": ctx.request.url.path,
+            "operation": route.operation if route else None,
+            "kind": route.kind if route else None,
+            "tenant_id": key.tenant_id if key else None,
+            "key_id": key.key_id if key else None,
+            "scopes": json.dumps(sorted(key.scopes)) if key else None,
+            "label": key.label if key else None,
+            "idempotency_key": _idempotency_key(ctx, reply),
+            "correlation_id": reply.correlation_id or ctx.request.headers.get(CORRELATION_HEADER),
+            "attempt_id": ctx.request.headers.get(ATTEMPT_HEADER),
+            "operation_key": reply.operation_key,
+            "payload_hash": reply.payload_hash,
+            "args_hash": reply.args_hash,
+            "status": status,
+            "effect_applied": int(reply.effect is not None),
+            "object_id": reply.object_id,
+            "aliases": json.dumps(list(reply.aliases)),
+            "fault": fault,
+            "replayed": int(reply.replayed),
+        }
+        sql = (
+            f"INSERT INTO requests({', '.join(row)}) "
+            f"VALUES ({', '.join(':' + name for name in row)})"
         )
-        sql = f"INSERT INTO requests VALUES ({', '.join('?' * len(row))})"
         if conn is not None:
             conn.execute(sql, row)
         else:
@@ -414,15 +466,16 @@ class Provider:
                 assert reply.payload_hash is not None and reply.operation_key is not None
                 conn.execute(
                     "INSERT INTO effects(time, operation, operation_key, object_type, object_id, "
-                    "tenant_id, key_id, scopes, idempotency_key, correlation_id, attempt_id, "
-                    "payload_hash, args_hash, request_id, body) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "tenant_id, key_id, scopes, label, idempotency_key, correlation_id, "
+                    "attempt_id, payload_hash, args_hash, request_id, aliases, body) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         ctx.now, ctx.route.operation, reply.operation_key, effect.object_type,
                         effect.object_id, ctx.key.tenant_id, ctx.key.key_id,
-                        json.dumps(sorted(ctx.key.scopes)), reply.idempotency_key,
-                        reply.correlation_id, ctx.request.headers.get(ATTEMPT_HEADER),
-                        reply.payload_hash, reply.args_hash, ctx.request_id,
+                        json.dumps(sorted(ctx.key.scopes)), ctx.key.label,
+                        reply.idempotency_key, reply.correlation_id,
+                        ctx.request.headers.get(ATTEMPT_HEADER), reply.payload_hash,
+                        reply.args_hash, ctx.request_id, json.dumps(list(reply.aliases)),
                         json.dumps(effect.body),
                     ),
                 )
@@ -436,6 +489,24 @@ class Provider:
             raise httpx.RemoteProtocolError(
                 "Server disconnected without sending a response.", request=ctx.request
             )
-        return httpx.Response(
-            reply.status, headers=reply.headers, content=reply.body, request=ctx.request
+        key = ctx.key or ctx.presented
+        info = ResponseInfo(
+            operation=ctx.route.operation if ctx.route else None,
+            kind=ctx.route.kind if ctx.route else None,
+            status=reply.status,
+            effect_applied=reply.effect is not None,
+            replayed=reply.replayed,
+            request_id=ctx.request_id,
+            label=key.label if key else None,
+            idempotency_key=_idempotency_key(ctx, reply),
+            provider=self.name,
         )
+        return httpx.Response(
+            reply.status, headers=reply.headers, content=reply.body, request=ctx.request,
+            extensions={"crashpoints": info},
+        )
+
+
+def _idempotency_key(ctx: _Context, reply: Reply) -> str | None:
+    found: str | None = reply.idempotency_key or ctx.request.headers.get("Idempotency-Key")
+    return found

@@ -24,6 +24,12 @@ A body line ``crashpoints_args_hash: <hash>`` is recorded as the declared args h
 Payload hash: ``args_hash`` of ``{"repo": "owner/name", **the JSON body}``. Logical operation:
 the correlation id, or the payload hash when there is none.
 
+Aliases (journal ``aliases``) of an issue created or fetched by number, as GitHub clients name
+it: ``owner/repo#N``, ``N``, ``#N``, the API path ``/repos/owner/repo/issues/N``, the HTML path
+``/owner/repo/issues/N``, and the absolute ``url`` and ``html_url`` exactly as that request's
+answer shows them (their origin is the one the client used: the in-process base URL, or the
+loopback server's address). A repository, a list and a search name no single issue: no aliases.
+
 Bad input answers 400 (as the issue tracker's spec asks; GitHub itself uses 422 for validation).
 """
 
@@ -220,9 +226,10 @@ class Tickets(Provider):
             "labels": names,
         }
         object_id = f"{full}#{number}"
+        rendered = self._render(call.origin, issue)
         return Reply(
             201,
-            json_body(self._render(call.origin, issue)),
+            json_body(rendered),
             {
                 "Content-Type": "application/json; charset=utf-8",
                 "Location": f"{call.origin}/repos/{full}/issues/{number}",
@@ -233,6 +240,7 @@ class Tickets(Provider):
             payload_hash=phash,
             args_hash=markers.get("crashpoints_args_hash"),
             object_id=object_id,
+            aliases=_aliases(full, rendered),
         )
 
     def _get(self, call: Call) -> Reply:
@@ -241,9 +249,11 @@ class Tickets(Provider):
         issue = self.lookup(call, "issue", object_id)
         if issue is None:
             return self.error(404, "Not Found")
-        reply = Reply(200, json_body(self._render(call.origin, issue)),
+        rendered = self._render(call.origin, issue)
+        reply = Reply(200, json_body(rendered),
                       {"Content-Type": "application/json; charset=utf-8"})
         reply.object_id = object_id
+        reply.aliases = _aliases(full, rendered)
         return reply
 
     def _list(self, call: Call) -> Reply:
@@ -300,6 +310,22 @@ class Tickets(Provider):
         items = [{**self._render(call.origin, i), "score": 1.0} for i in hits[:100]]
         body = {"total_count": len(hits), "incomplete_results": False, "items": items}
         return Reply(200, json_body(body), {"Content-Type": "application/json; charset=utf-8"})
+
+
+def _aliases(full: str, rendered: dict[str, Any]) -> tuple[str, ...]:
+    """Every name a GitHub client may keep for issue ``rendered`` of repository ``full``, as
+    this request shows it: ``owner/repo#N``, ``N``, ``#N``, the API and HTML paths, and the
+    absolute ``url`` and ``html_url`` (whose origin is the one this request used)."""
+    number = rendered["number"]
+    return (
+        f"{full}#{number}",
+        str(number),
+        f"#{number}",
+        f"/repos/{full}/issues/{number}",
+        f"/{full}/issues/{number}",
+        rendered["url"],
+        rendered["html_url"],
+    )
 
 
 def _reject(name: str) -> Any:

@@ -73,3 +73,25 @@ def tickets(tmp_path: Path, clock: ManualClock) -> Iterator[Provider]:
 @pytest.fixture
 def deploy(tmp_path: Path, clock: ManualClock) -> Iterator[Provider]:
     yield from _make(Deploy, tmp_path, clock)
+
+
+SIGNING_SECRET = "case-signing-secret"
+
+
+def send_write(name: str, client: httpx.Client, secret: str, **headers: str) -> httpx.Response:
+    """One valid write to provider ``name``, presenting ``secret``, with no crashpoints_*
+    marker, correlation id or attempt header anywhere in it."""
+    headers = auth(secret, **headers)
+    if name == "payments":
+        return client.post("/v1/charges", data={"amount": "700", "currency": "usd"},
+                           headers=headers)
+    if name == "email":
+        return client.post("/v3/mail/send", headers=headers, json={
+            "personalizations": [{"to": [{"email": "b@example.com"}]}],
+            "from": {"email": "a@example.com"}, "subject": "s",
+            "content": [{"type": "text/plain", "value": "v"}]})
+    if name == "tickets":
+        return client.post("/repos/tenant-a/ops/issues", json={"title": "t"}, headers=headers)
+    assert name == "deploy"
+    return client.post("/v1/deployments", headers=headers, json={
+        "service": "s", "version": "v", "environment": "e"})

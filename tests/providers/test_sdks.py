@@ -2,6 +2,7 @@
 
 stripe-python: with its httpx client in-process (respx routes) and with its default client
 (requests) over loopback. PyGithub and sendgrid use requests/urllib, so they go over loopback.
+Each SDK also authenticates with a derived key, and the journal names the process by its label.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from python_http_client.exceptions import BadRequestsError, UnauthorizedError
 from sendgrid import SendGridAPIClient
 from sendgrid.helpers.mail import CustomArg, Mail
 
-from fake_providers import Provider, mock, serve
+from fake_providers import Provider, derive_key, mock, serve
 from tests.conftest import ManualClock
+
+from .conftest import SIGNING_SECRET
 
 # stripe-python's HTTPXClient passes the encoded form as ``data=<str>``, which httpx 0.28
 # deprecates; it is stripe's call, not ours.
@@ -151,3 +154,66 @@ def test_sendgrid(email: Provider, clock: ManualClock) -> None:
         with pytest.raises(UnauthorizedError):
             SendGridAPIClient(api_key="SG.wrong", host=url).send(message)
     assert email.journal.effect_counts() == {"inv-7:email": 1}
+
+
+# -- derived keys: each process's own credential, through the unchanged SDKs -------------------
+
+
+def test_stripe_python_with_a_derived_key(payments: Provider) -> None:
+    payments.keys.set_signing_secret(SIGNING_SECRET)
+    secret = derive_key("payments-writer-a", "worker-1", signing_secret=SIGNING_SECRET)
+    with serve(payments) as url:
+        http_client = stripe.RequestsClient()
+        client = stripe.StripeClient(secret, base_addresses={"api": url},
+                                     http_client=http_client, max_network_retries=0)
+        charge = client.v1.charges.create(params={"amount": 800, "currency": "usd"},
+                                          options={"idempotency_key": "w1:charge"})
+        assert client.v1.charges.retrieve(charge.id).amount == 800
+        forged = stripe.StripeClient(secret.replace("worker-1", "worker-2"),
+                                     base_addresses={"api": url}, http_client=http_client,
+                                     max_network_retries=0)
+        with pytest.raises(stripe.AuthenticationError):
+            forged.v1.charges.create(params={"amount": 800, "currency": "usd"})
+        http_client.close()
+    [effect] = payments.journal.effects(label="worker-1")
+    assert (effect.object_id, effect.tenant_id, effect.aliases) == (
+        charge.id, "tenant-a", (charge.id,))
+    assert [r.operation for r in payments.journal.requests(label="worker-1")] == [
+        "charges.create", "charges.retrieve"]
+
+
+def test_pygithub_with_a_derived_key(tickets: Provider) -> None:
+    tickets.keys.set_signing_secret(SIGNING_SECRET)
+    secret = derive_key("tickets-writer-a", "worker-2", signing_secret=SIGNING_SECRET)
+    with serve(tickets) as url:
+        gh = Github(auth=Auth.Token(secret), base_url=url, retry=None,
+                    seconds_between_requests=None, seconds_between_writes=None)
+        try:
+            issue = gh.get_repo("tenant-a/ops").create_issue(title="Opened by worker 2")
+            assert issue.number == 1
+        finally:
+            gh.close()
+    [effect] = tickets.journal.effects(label="worker-2")
+    assert effect.tenant_id == "tenant-a"
+    assert {issue.url, issue.html_url, "tenant-a/ops#1"} <= set(effect.aliases)
+    assert [r.operation for r in tickets.journal.requests(label="worker-2")] == [
+        "repos.get", "issues.create"]
+
+
+def test_sendgrid_with_a_derived_key(email: Provider) -> None:
+    email.keys.set_signing_secret(SIGNING_SECRET)
+    secret = derive_key("email-writer-a", "recovery.1", signing_secret=SIGNING_SECRET)
+    with serve(email) as url:
+        sg = SendGridAPIClient(api_key=secret, host=url)
+        sent = sg.send(Mail(from_email="agent@example.com", to_emails="ops@example.com",
+                            subject="No marker at all", html_content="<p>hi</p>"))
+        assert sent.status_code == 202
+        email.keys.revoke("email-writer-a")
+        with pytest.raises(UnauthorizedError):
+            sg.send(Mail(from_email="agent@example.com", to_emails="ops@example.com",
+                         subject="Refused", html_content="<p>hi</p>"))
+    [effect] = email.journal.effects(label="recovery.1")
+    assert effect.aliases == (sent.headers["X-Message-Id"],)
+    assert effect.correlation_id is None and effect.operation_key == effect.payload_hash
+    assert [(r.status, r.tenant_id) for r in email.journal.requests(label="recovery.1")] == [
+        (202, "tenant-a"), (401, "tenant-a")]
