@@ -22,7 +22,12 @@ For tools built on pytest-crashpoints and for tests that steer processes themsel
   one of each kind (:func:`covering_schedules`)
   or a Hypothesis strategy of them (:func:`schedules`);
 - what a case leaves behind (:class:`Evidence`, :class:`ProviderRequest`, :class:`History`) and
-  the invariants checked on it (:data:`INVARIANTS`, :func:`check_all`, :class:`Violation`).
+  the invariants checked on it (:data:`INVARIANTS`, :func:`check_all`, :class:`Violation`);
+- fail points without user code, installed inside a worker process: A, B and C at the wire of
+  any Python HTTP client talking to a loopback server that writes preambles
+  (:func:`install_wire_hooks`, :func:`encode_preamble`, :func:`decode_preamble`) and
+  ``db.commit``/``db.committed`` around every SQLite commit (:func:`install_commit_hooks`,
+  :data:`COMMIT_POINTS`).
 """
 
 from ._harness.authority_store import AuthorityChange, AuthorityStore
@@ -58,7 +63,9 @@ from ._harness.schedule import (
 )
 from ._harness.token import Token, read_token, replay_token
 from ._harness.world import World
-from ._inject.failpoints import CRASH_POINTS, Count, Fault, Hit, Kill, Pause, Raise
+from ._inject.commits import install_commit_hooks
+from ._inject.failpoints import COMMIT_POINTS, CRASH_POINTS, Count, Fault, Hit, Kill, Pause, Raise
+from ._inject.wire import decode_preamble, encode_preamble, install_wire_hooks
 from ._process.clock import HARNESS_EPOCH, HarnessClock
 from ._process.delivery import (
     Redelivery,
@@ -74,6 +81,7 @@ from ._process.outcome import Completed, Died, Killed, Outcome, Raised, TimedOut
 from ._process.worker import run_worker, start_worker
 
 __all__ = [
+    "COMMIT_POINTS",
     "CRASH_POINTS",
     "HARNESS_EPOCH",
     "INVARIANTS",
@@ -126,10 +134,14 @@ __all__ = [
     "World",
     "check_all",
     "covering_schedules",
+    "decode_preamble",
     "deliver_concurrently",
+    "encode_preamble",
     "enumerate_schedules",
     "explore",
     "fork_server",
+    "install_commit_hooks",
+    "install_wire_hooks",
     "kill_live_workers",
     "live_worker_pids",
     "read_token",

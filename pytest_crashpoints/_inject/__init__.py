@@ -1,4 +1,5 @@
-"""Where kills are injected: fail points (``crashpoint()``) and the HTTP crash transport.
+"""Where kills are injected: fail points (``crashpoint()``), the HTTP crash transport, and the
+hooks that place fail points without user code (at the wire, at every SQLite commit).
 
 The lowest layer of the package: it imports nothing of pytest-crashpoints but ``errors``.
 """

@@ -52,6 +52,19 @@ Where the crash points fire
 ``"E"``, ``"F"``
     Harness-side changes (authority store, provider lookups); not fail points in the worker.
 
+Points the harness can place without any user code, inside its worker processes (see
+``wire.py`` and ``commits.py`` in this package):
+
+``"db.commit"``, ``"db.committed"`` (:data:`COMMIT_POINTS`)
+    Just before and just after each durable SQLite commit of the process, with
+    ``db=<file name>`` and ``n=<the process's commit number>``.
+``"A"`` with ``source="auto"``
+    Before a POST, PUT, PATCH or DELETE leaves for a provider, if the process committed since its
+    last request to a provider and did not call ``crashpoint("A")`` itself since then.
+``"B"``, ``"C"`` at the wire
+    When the provider's answer arrives on the socket, before the client reads any of it, with the
+    context the harness's loopback server sends.
+
 Any other name is yours (recovery uses its own). :func:`crashpoint_context` adds context to
 every call made inside it (the reference wrapper sets ``tool=...`` around ``dispatch`` so that
 the transport's points can be targeted per tool).
@@ -72,6 +85,7 @@ from typing import Any, Protocol, TypeAlias
 from ..errors import HarnessUsageError
 
 __all__ = [
+    "COMMIT_POINTS",
     "CRASH_POINTS",
     "Action",
     "Count",
@@ -80,11 +94,17 @@ __all__ = [
     "Kill",
     "Pause",
     "Raise",
+    "automatic_crashpoint",
     "crashpoint",
     "crashpoint_context",
+    "crashpoint_deferred",
+    "since_last_request",
 ]
 
 CRASH_POINTS = ("A", "B", "C", "D", "E", "F")
+
+#: The points the commit hooks fire around every durable SQLite commit (``commits.py``).
+COMMIT_POINTS = ("db.commit", "db.committed")
 
 # The most hits a worker keeps in its trace; a worker in a loop must not exhaust memory.
 _TRACE_LIMIT = 100_000
@@ -261,6 +281,23 @@ class _Armed:
             self.on_hit()
 
 
+class _SinceLastRequest:
+    """What this process did since its last request to a provider.
+
+    The wire hooks' automatic A reads it before each request to a provider and resets it after
+    (``wire.py``); the commit hooks set ``committed`` after each durable commit
+    (``commits.py``); an armed :func:`crashpoint` call of ``"A"`` sets ``marked_a``.
+    """
+
+    __slots__ = ("committed", "marked_a")
+
+    def __init__(self) -> None:
+        self.committed = False
+        self.marked_a = False
+
+
+since_last_request = _SinceLastRequest()
+
 _armed: _Armed | None = None
 _context: contextvars.ContextVar[Mapping[str, object]] = contextvars.ContextVar(
     "crashpoints_context", default=types.MappingProxyType({})
@@ -275,6 +312,17 @@ def crashpoint(name: str, /, **context: object) -> None:
     Outside a harness run this returns at once and does nothing. Inside a worker run it may
     never return (a kill), raise the armed exception, or block until the harness releases it.
     """
+    if _armed is None:
+        return None
+    if name == "A":
+        since_last_request.marked_a = True
+    _hit(name, context, defer=False)
+    return None
+
+
+def automatic_crashpoint(name: str, /, **context: object) -> None:
+    """A fail point the harness's hooks place on the code's behalf: :func:`crashpoint`, except
+    that an ``"A"`` here does not count as the code marking A itself."""
     if _armed is None:
         return None
     _hit(name, context, defer=False)
@@ -299,6 +347,8 @@ def crashpoint_deferred(name: str, /, **context: object) -> None:
     """
     if _armed is None:
         return None
+    if name == "A":
+        since_last_request.marked_a = True
     _hit(name, context, defer=True)
     return None
 
