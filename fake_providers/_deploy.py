@@ -44,6 +44,7 @@ class Deploy(Provider):
 
     name = "deploy"
     default_base_url = "https://deploy.crashpoints.test"
+    request_id_prefix = "dep_req_"
 
     def routes(self) -> list[Route]:
         return [

@@ -91,6 +91,7 @@ class Email(Provider):
 
     name = "email"
     default_base_url = "https://email.crashpoints.test"
+    request_id_prefix = "sg_req_"
 
     def routes(self) -> list[Route]:
         return [

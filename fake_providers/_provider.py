@@ -208,6 +208,8 @@ class Provider:
     name: ClassVar[str]
     default_base_url: ClassVar[str]
     request_id_header: ClassVar[str] = "X-Request-Id"
+    #: Request ids differ between providers, as real ones do: a ledger row that stored one
+    #: names one request of one provider.
     request_id_prefix: ClassVar[str] = "req_"
 
     def __init__(

@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import math
 import re
+import selectors
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -73,7 +74,31 @@ class _Server(ThreadingHTTPServer):
         self._lock = threading.Lock()
         self._reading: set[socket.socket] = set()  # connections still sending their request
         self._closing = False
+        # Written to by stop(): the serving loop wakes at once (a harness starts and stops
+        # servers for every crash case, so waiting out a poll interval adds up).
+        self._wake_read, self._wake_write = socket.socketpair()
         super().__init__(("127.0.0.1", 0), _Handler)
+
+    def serve_until_stopped(self) -> None:
+        """Accept and hand off requests until :meth:`stop` is called."""
+        with selectors.DefaultSelector() as selector:
+            selector.register(self, selectors.EVENT_READ)
+            selector.register(self._wake_read, selectors.EVENT_READ)
+            while True:
+                ready = selector.select()
+                if any(key.fileobj is self._wake_read for key, _ in ready):
+                    return
+                self.handle_request()  # the listening socket is ready: this does not block
+
+    def stop(self) -> None:
+        """Make :meth:`serve_until_stopped` return now (from any thread)."""
+        with contextlib.suppress(OSError):
+            self._wake_write.send(b"x")
+
+    def server_close(self) -> None:
+        super().server_close()
+        self._wake_read.close()
+        self._wake_write.close()
 
     def process_request(self, request: Any, client_address: Any) -> None:
         # Registered here, in the serving thread, before the handler's thread starts: once
@@ -225,14 +250,13 @@ def serve(
         )
     server = _Server(provider, preamble, max_body=max_body, read_timeout=read_timeout)
     thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05},
-        name=f"fake-{provider.name}-server", daemon=True,
+        target=server.serve_until_stopped, name=f"fake-{provider.name}-server", daemon=True
     )
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
-        server.shutdown()
+        server.stop()
         thread.join()
         server.close_stalled()
         server.server_close()

@@ -74,6 +74,7 @@ class Tickets(Provider):
     name = "tickets"
     default_base_url = "https://tickets.crashpoints.test"
     request_id_header = "X-GitHub-Request-Id"
+    request_id_prefix = "gh_req_"
 
     def routes(self) -> list[Route]:
         repo = r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)"

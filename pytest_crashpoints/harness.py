@@ -43,7 +43,7 @@ from ._harness.evidence import (
 )
 from ._harness.explore import CrashSettings, explore
 from ._harness.history import History
-from ._harness.invariants import INVARIANTS, Violation, check_all
+from ._harness.invariants import INVARIANTS, Violation, check_all, unchecked
 from ._harness.report import ExplorationReport, Failure, render_failure
 from ._harness.rundir import RunDir
 from ._harness.scenario import Scenario
@@ -154,4 +154,5 @@ __all__ = [
     "run_worker",
     "schedules",
     "start_worker",
+    "unchecked",
 ]

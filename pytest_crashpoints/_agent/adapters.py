@@ -2,9 +2,11 @@
 
 Each adapter speaks the provider's own wire format through an httpx client that the harness
 hands out per authority (``client_for(authority)``: base URL, API key, crash transport), sends
-the idempotency key where the provider takes one and always a correlation id and the
-arguments hash (``crashpoints_correlation_id`` / ``crashpoints_args_hash`` metadata), and
-looks effects up the careful way:
+the idempotency key where the provider takes one, names the logical effect the way real
+integrations do (the key in Stripe ``metadata``, SendGrid ``custom_args``, a GitHub label, and
+an ``X-Correlation-Id`` header), and looks effects up the careful way. Whether what the
+provider holds is what the attempt asked for is decided from the provider's own object
+(its amount, recipient, title...), never from a hash the adapter planted in the payload:
 
 ==========  ============  ====================================================================
 tool        provider      confirmation and lookup
@@ -43,12 +45,10 @@ __all__ = ["ChargeAdapter", "DeployAdapter", "EmailAdapter", "TicketAdapter", "r
 
 ClientFor = Callable[[Authority], httpx.Client]
 
-CORRELATION = "crashpoints_correlation_id"
+#: The metadata / custom-args field that names the logical effect (the idempotency key).
+CORRELATION = "idempotency_key"
 #: Sent on every request too, so that even a refused request names its logical effect.
 CORRELATION_HEADER = "X-Correlation-Id"
-#: Sent on every lookup, so that the provider's journal says which attempt a read was for.
-ATTEMPT_HEADER = "X-Crashpoints-Attempt-Id"
-ARGS_HASH = "crashpoints_args_hash"
 
 
 def _refuse_or_raise(response: httpx.Response, what: str) -> None:
@@ -69,23 +69,8 @@ def _refuse_or_raise(response: httpx.Response, what: str) -> None:
     response.raise_for_status()
 
 
-def _for_attempt(client_for: ClientFor, attempt: Attempt) -> _AttemptClient:
-    return _AttemptClient(client_for(attempt.authority), attempt.attempt_id)
-
-
-class _AttemptClient:
-    """GETs through the attempt's client, naming the attempt in a header."""
-
-    def __init__(self, client: httpx.Client, attempt_id: str) -> None:
-        self._client = client
-        self._headers = {ATTEMPT_HEADER: attempt_id}
-
-    def get(self, url: str, *, params: Mapping[str, str] | None = None) -> httpx.Response:
-        return self._client.get(url, params=params, headers=self._headers)
-
-
 def _correlation_label(key: str) -> str:
-    return "cp-" + hashlib.sha256(key.encode()).hexdigest()[:12]
+    return "key-" + hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
 class ChargeAdapter:
@@ -107,7 +92,6 @@ class ChargeAdapter:
             "currency": str(args["currency"]),
             "customer": str(args["customer"]),
             f"metadata[{CORRELATION}]": idempotency_key,
-            f"metadata[{ARGS_HASH}]": args_hash(args),
         }
         if "description" in args:
             form["description"] = str(args["description"])
@@ -122,11 +106,11 @@ class ChargeAdapter:
             request_id=response.headers.get("Request-Id", charge["id"]),
             result_ref=charge["id"],
             durable=True,
-            payload_hash=charge.get("metadata", {}).get(ARGS_HASH),
+            payload_hash=_charge_hash(charge),
         )
 
     def lookup(self, attempt: Attempt) -> LookupResult:
-        client = _for_attempt(self._client_for, attempt)
+        client = self._client_for(attempt.authority)
         if attempt.result_ref:
             response = client.get(f"/v1/charges/{attempt.result_ref}")
             if response.status_code == 404:
@@ -145,9 +129,21 @@ class ChargeAdapter:
         return Absent()
 
 
+def _charge_hash(charge: Mapping[str, Any]) -> str:
+    """The arguments hash of what the provider charged: the tool's arguments, read back."""
+    args: dict[str, Any] = {
+        "amount": charge.get("amount"),
+        "currency": charge.get("currency"),
+        "customer": charge.get("customer"),
+    }
+    if charge.get("description"):
+        args["description"] = charge["description"]
+    return args_hash(args)
+
+
 def _found_charge(charge: Mapping[str, Any]) -> Found:
     return Found(
-        payload_hash=str(charge.get("metadata", {}).get(ARGS_HASH, "")),
+        payload_hash=_charge_hash(charge),
         result_ref=str(charge["id"]),
         request_id=str(charge["id"]),
     )
@@ -176,7 +172,7 @@ class EmailAdapter:
             "from": {"email": args.get("from", "billing@example.com")},
             "subject": args["subject"],
             "content": [{"type": "text/plain", "value": args["body"]}],
-            "custom_args": {CORRELATION: idempotency_key, ARGS_HASH: args_hash(args)},
+            "custom_args": {CORRELATION: idempotency_key},
         }
         response = self._client_for(authority).post(
             "/v3/mail/send", json=mail, headers={CORRELATION_HEADER: idempotency_key}
@@ -189,7 +185,7 @@ class EmailAdapter:
         )
 
     def lookup(self, attempt: Attempt) -> LookupResult:
-        client = _for_attempt(self._client_for, attempt)
+        client = self._client_for(attempt.authority)
         message_id = attempt.result_ref
         if not message_id:
             query = f"unique_args['{CORRELATION}']=\"{attempt.idempotency_key}\""
@@ -204,16 +200,28 @@ class EmailAdapter:
             if response.status_code == 404:
                 return Absent()
             response.raise_for_status()
-            return _found_message(response.json())
+            return _found_message(response.json(), attempt)
         sent_at = attempt.dispatched_at if attempt.dispatched_at is not None else attempt.created_at
         if self._now() - sent_at <= self._search_lag_bound:
             return Unavailable("no search hit yet, and the search may still lag behind the send")
         return Absent()
 
 
-def _found_message(message: Mapping[str, Any]) -> Found:
+def _found_message(message: Mapping[str, Any], attempt: Attempt) -> Found:
+    """The message the provider holds. The activity API shows its recipient, subject and
+    custom args, not its body: it is the attempt's when those three are the attempt's."""
+    seen = {
+        "to": message.get("to_email"),
+        "subject": message.get("subject"),
+        "key": (message.get("unique_args") or {}).get(CORRELATION),
+    }
+    asked = {
+        "to": attempt.args.get("to"),
+        "subject": attempt.args.get("subject"),
+        "key": attempt.idempotency_key,
+    }
     return Found(
-        payload_hash=str(message.get("unique_args", {}).get(ARGS_HASH, "")),
+        payload_hash=attempt.args_hash if seen == asked else args_hash(seen),
         result_ref=str(message["msg_id"]),
         request_id=str(message["msg_id"]),
     )
@@ -236,8 +244,7 @@ class TicketAdapter:
         labels = list(args.get("labels") or [])  # type: ignore[arg-type]
         issue = {
             "title": args["title"],
-            "body": f"{args['body']}\n\n{ARGS_HASH}: {args_hash(args)}\n"
-            f"{CORRELATION}: {idempotency_key}",
+            "body": args["body"],
             "labels": [*labels, _correlation_label(idempotency_key)],
         }
         response = self._client_for(authority).post(
@@ -251,11 +258,11 @@ class TicketAdapter:
             request_id=response.headers.get("X-GitHub-Request-Id", ""),
             result_ref=f"{args['repo']}#{created['number']}",
             durable=True,
-            payload_hash=_declared_hash(created.get("body") or ""),
+            payload_hash=_issue_hash(str(args["repo"]), created),
         )
 
     def lookup(self, attempt: Attempt) -> LookupResult:
-        client = _for_attempt(self._client_for, attempt)
+        client = self._client_for(attempt.authority)
         repo = str(attempt.args["repo"])
         if attempt.result_ref:
             number = attempt.result_ref.rpartition("#")[2]
@@ -273,21 +280,24 @@ class TicketAdapter:
         return _found_issue(repo, issues[0]) if issues else Absent()
 
 
-def _declared_hash(body: str) -> str:
-    for line in body.splitlines():
-        if line.startswith(f"{ARGS_HASH}: "):
-            return line.partition(": ")[2].strip()
-    return ""
+def _issue_hash(repo: str, issue: Mapping[str, Any]) -> str:
+    """The arguments hash of the issue the tracker holds: the tool's arguments, read back
+    (without the label that names the logical effect)."""
+    labels = [
+        label["name"] if isinstance(label, Mapping) else label
+        for label in issue.get("labels") or []
+    ]
+    args: dict[str, Any] = {"repo": repo, "title": issue.get("title"), "body": issue.get("body")}
+    extra = [label for label in labels if not str(label).startswith("key-")]
+    if extra:
+        args["labels"] = extra
+    return args_hash(args)
 
 
 def _found_issue(repo: str, issue: Mapping[str, Any]) -> Found:
     # "owner/name#number" is how the tracker names an issue (and its journal, the effect).
     ref = f"{repo}#{issue['number']}"
-    return Found(
-        payload_hash=_declared_hash(str(issue.get("body") or "")),
-        result_ref=ref,
-        request_id=ref,
-    )
+    return Found(payload_hash=_issue_hash(repo, issue), result_ref=ref, request_id=ref)
 
 
 class DeployAdapter:
@@ -308,7 +318,7 @@ class DeployAdapter:
             "service": args["service"],
             "version": args["version"],
             "environment": args["environment"],
-            "metadata": {CORRELATION: idempotency_key, ARGS_HASH: args_hash(args)},
+            "metadata": {CORRELATION: idempotency_key},
         }
         response = self._client_for(authority).post(
             "/v1/deployments", json=body, headers={CORRELATION_HEADER: idempotency_key}

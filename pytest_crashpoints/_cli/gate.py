@@ -59,7 +59,9 @@ def gate(
         print("crashpoints gate: error: no crash tests ran.", file=sys.stderr)
         return GATE_ERROR
     totals = report_totals(document["tests"])
-    passed = status == 0 and totals["failed"] == 0 and not totals["unreached"]
+    passed = (
+        status == 0 and totals["failed"] == 0 and not totals["unreached"] and not totals["unkilled"]
+    )
     text = render_markdown(document, passed=passed)
     markdown.write_text(text, encoding="utf-8")
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")

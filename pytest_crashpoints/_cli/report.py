@@ -40,6 +40,7 @@ def report_totals(tests: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     reached = sorted({p for t in tests for p, row in t["coverage"].items() if row["reached"]})
     # Exploration stops at the first failure: only a test that ran to its end has gaps.
     unreached = sorted({p for t in tests if not t.get("failure") for p in t.get("unreached", [])})
+    unkilled = sorted({p for t in tests if not t.get("failure") for p in t.get("unkilled", [])})
     return {
         "tests": len(tests),
         "cases": sum(int(t["cases"]) for t in tests),
@@ -48,6 +49,7 @@ def report_totals(tests: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "failed": verdicts.count("failed"),
         "reached": reached,
         "unreached": unreached,
+        "unkilled": unkilled,
     }
 
 
@@ -80,6 +82,8 @@ def render_table(document: Mapping[str, Any]) -> str:
     ]
     if totals["unreached"]:
         lines.append(f"declared but never reached: {', '.join(totals['unreached'])}")
+    if totals["unkilled"]:
+        lines.append(f"reached but never killed: {', '.join(totals['unkilled'])}")
     return "\n".join(lines)
 
 
@@ -102,6 +106,8 @@ def render_markdown(document: Mapping[str, Any], *, passed: bool) -> str:
     lines += ["", f"Points reached: {', '.join(totals['reached']) or 'none'}."]
     if totals["unreached"]:
         lines.append(f"Declared but never reached: {', '.join(totals['unreached'])}.")
+    if totals["unkilled"]:
+        lines.append(f"Reached but never killed: {', '.join(totals['unkilled'])}.")
     for test in tests:
         failure = test.get("failure")
         if failure and verdict_of(test) == "failed":

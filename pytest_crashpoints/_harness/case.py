@@ -25,11 +25,11 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .._ledger.states import State
 from .context import CaseEnv
 from .evidence import Evidence, ExpectedEffect, ProviderRequest, RecoveryRerun
 from .history import History
-from .invariants import Violation, check_all
+from .invariants import Violation, check_all, unchecked
+from .linking import stored_links
 from .quiet import QUIET_ROUNDS, QUIET_STEP, killed_recovery_diff, needs_recovery, quiet, snapshot
 from .scenario import Scenario
 from .schedule import Schedule
@@ -52,6 +52,8 @@ class CaseResult:
     state: tuple[str, ...]
     hits: Mapping[str, int]
     kills: tuple[str, ...]
+    #: The effects the providers applied (the baseline of later cases, when this is the
+    #: fault-free run).
     expected_effects: tuple[ExpectedEffect, ...]
     run_dir: Path | None
     #: Per message: how often its first delivery reached each fail point.
@@ -59,6 +61,8 @@ class CaseResult:
     #: The final outcome in terms two workers can share: each task's tool calls by arguments
     #: hash with their end state, and the effects per provider (the differential check).
     outcomes: tuple[str, ...] = ()
+    #: The checks the ledger view could not support (see ``invariants.unchecked``).
+    unchecked: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -89,14 +93,16 @@ def run_case(
     *,
     base_dir: Path,
     name: str = "case",
-    expected: Sequence[ExpectedEffect] = (),
+    expected: Sequence[ExpectedEffect] | None = None,
     keep: bool = False,
 ) -> CaseResult:
     """Run ``scenario`` under ``schedule`` in a new run directory under ``base_dir``.
 
-    ``expected`` are the effects the fault-free run produced (no delivered message may lose
-    them). The run directory is removed when the case passes (unless ``keep``) and kept, its
-    path in the result, when it fails.
+    ``expected`` are the effects the fault-free run of the same messages produced (its
+    ``CaseResult.expected_effects``): none may be lost, and an effect beyond them is a
+    duplicate. Without it, the case is checked as a fault-free run. The run directory is
+    removed when the case passes (unless ``keep``) and kept, its path in the result, when it
+    fails.
     """
     from .rundir import RunDir
 
@@ -115,7 +121,10 @@ def run_case(
 
 
 def _run(
-    scenario: Scenario, schedule: Schedule, env: CaseEnv, expected: Sequence[ExpectedEffect]
+    scenario: Scenario,
+    schedule: Schedule,
+    env: CaseEnv,
+    expected: Sequence[ExpectedEffect] | None,
 ) -> CaseResult:
     world = World(scenario, env)
     run = CaseRun(world)
@@ -138,12 +147,12 @@ def _run(
         ledger_changes: tuple[str, ...] = ()
         if not settled:
             # Recovery never stopped changing things: run it once more and show what it does.
-            requests_before = len(world.requests())
+            requests_before = len(world.requests(run.deliveries))
             run.step += 1
             run.clock.advance(QUIET_STEP)
             run.recover()
             again = world.state_lines()
-            new_requests = tuple(world.requests()[requests_before:])
+            new_requests = tuple(world.requests(run.deliveries)[requests_before:])
             ledger_changes = tuple(
                 difflib.unified_diff(
                     final, again, "settled", "after a second recovery", n=0, lineterm=""
@@ -158,16 +167,17 @@ def _run(
         if copy_env is not None:
             killed_diff, killed_at = killed_recovery_diff(run, copy_env, unacked, again)
         view = world.view()
-        requests = world.requests()
+        requests = world.requests(run.deliveries)
         evidence = Evidence(
             attempts=tuple(view.attempts()),
             events=tuple(view.events()),
             requests=tuple(requests),
             observations=tuple(run.observations),
             authority_history=tuple(world.authority_history()),
-            expected_effects=tuple(expected),
+            expected_effects=None if expected is None else tuple(expected),
             incidents=tuple(run.incidents),
             rerun=RecoveryRerun(ledger_changes, new_requests, killed_diff, killed_at),
+            ledger_columns=getattr(view, "provides", None),
         )
         violations = tuple(check_all(evidence))
         return CaseResult(
@@ -178,20 +188,26 @@ def _run(
             timeline=run.history.timeline(
                 events=evidence.events,
                 requests=requests,
-                keys={a.idempotency_key: a.attempt_id for a in evidence.attempts},
+                keys={
+                    name: a.attempt_id
+                    for a in evidence.attempts
+                    for name in stored_links(a, evidence)
+                },
             ),
             fingerprint=_digest(again),
             state=tuple(again),
             hits=dict(run.hits),
             kills=tuple(run.kills),
             expected_effects=tuple(
-                ExpectedEffect(a.task_id, a.tool_name, a.args_hash)
-                for a in evidence.attempts
-                if a.state is State.OUTCOME_CONFIRMED
+                ExpectedEffect(
+                    e.provider, e.kind, e.payload_hash, e.message, e.task_id, e.request_id
+                )
+                for e in evidence.effects
             ),
             run_dir=None,
             delivery_hits=run.delivery_hits,
             outcomes=_outcomes(evidence),
+            unchecked=tuple(unchecked(evidence.ledger_columns)),
         )
     finally:
         world.close()

@@ -1,16 +1,22 @@
 """What a worker and recovery get from the harness: the :class:`Context` of one case.
 
-A case runs in a run directory (ledger, provider journals, authority store, clock). A
-:class:`CaseEnv` names it in a few picklable fields; each worker process builds its own
-:class:`Context` from it, so nothing (no SQLite connection, no client) crosses a fork or a
-spawn. The context hands out:
+A case runs in a run directory (ledger, provider journals, authority store, clock) and has a
+loopback HTTP server per provider. A :class:`CaseEnv` names both in a few picklable fields;
+each worker process builds its own :class:`Context` from it, so nothing (no SQLite
+connection, no client) crosses a fork or a spawn. The context hands out:
 
+- ``ctx.base_url(provider)`` and ``ctx.api_key(provider, task_id)``: where a provider is and
+  the credential this process uses for a task, for any HTTP client or SDK (also in the
+  environment as ``CRASHPOINTS_<PROVIDER>_URL`` and ``CRASHPOINTS_<PROVIDER>_KEY``);
+- ``ctx.client(provider, task_id)``: an httpx client that reaches the provider in-process;
 - ``ctx.ledger``: the reference ledger of the case, on the harness clock;
-- ``ctx.client(provider, authority)``: an httpx client for a fake provider, authenticated with
-  the API key of that authority, through the crash transport (points B and C);
 - ``ctx.authority(task_id)``: the task's authority *now* (``None`` once revoked);
-- ``ctx.adapters()``: the reference adapters for the case's providers;
-- ``ctx.recover()``: the reference recovery, reading the current authority.
+- ``ctx.tasks()`` and ``ctx.messages()``: the case's work, for recovery;
+- ``ctx.adapters()`` and ``ctx.recover()``: the reference adapters and recovery.
+
+Every credential is the harness's own, issued to this process for one authority: the
+providers' journals record which process sent each request, so the harness never needs the
+agent's payloads or ledger to know who did what.
 """
 
 from __future__ import annotations
@@ -36,7 +42,16 @@ if TYPE_CHECKING:
     from .authority_store import AuthorityStore
     from .rundir import RunDir
 
-__all__ = ["CaseEnv", "Context", "ProviderSpec", "key_secret", "make_provider"]
+__all__ = [
+    "CaseEnv",
+    "Context",
+    "ProviderSpec",
+    "authority_fingerprint",
+    "credential_label",
+    "key_secret",
+    "make_provider",
+]
+
 
 @dataclasses.dataclass(frozen=True)
 class ProviderSpec:
@@ -57,19 +72,39 @@ class ProviderSpec:
 
 
 def key_secret(authority: Authority) -> str:
-    """The API key the harness issues for an authority (one per tenant and scope)."""
+    """The base API key the harness registers for an authority (one per tenant and scope).
+    Processes never get it: each gets a key derived from it (:func:`credential_label`)."""
     digest = hashlib.sha256(f"{authority.tenant_id}|{authority.scope_text}".encode()).hexdigest()
     return f"sk_test_{authority.tenant_id}_{digest[:12]}"
 
 
+def authority_fingerprint(authority: Authority) -> str:
+    """A short, stable name of an authority (tenant, scope and policy version)."""
+    text = f"{authority.tenant_id}|{authority.scope_text}|{authority.policy_version}"
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def credential_label(process: str, authority: Authority) -> str:
+    """The label of the key a process gets for an authority: who, and under what."""
+    return f"{process}.{authority_fingerprint(authority)}"
+
+
 @dataclasses.dataclass(frozen=True)
 class CaseEnv:
-    """The run directory of a case and its providers: all a worker process needs."""
+    """The run directory of a case, its providers and their servers: all a worker needs.
+
+    ``urls`` maps each provider to the base URL of its loopback server (set when the case's
+    world starts them); ``signing_secret`` derives each process's credentials; ``messages``
+    are the case's messages (what recovery may need to know about its work).
+    """
 
     root: str
     providers: tuple[ProviderSpec, ...]
     transport_points: tuple[str, ...] = ("B", "C")
     http_timeout: float = 10.0
+    urls: tuple[tuple[str, str], ...] = ()
+    signing_secret: str = ""
+    messages: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def path(self) -> Path:
@@ -102,7 +137,26 @@ class CaseEnv:
             if spec.name == provider:
                 return spec
         names = ", ".join(s.name for s in self.providers) or "none"
-        raise KeyError(f"provider {provider!r} is not part of this case (it has: {names})")
+        raise CrashpointsError(
+            f"provider {provider!r} is not part of this case (it has: {names}); add it to the "
+            "marker's providers=."
+        )
+
+    def url(self, provider: str) -> str:
+        """The base URL of ``provider``'s loopback server."""
+        self.spec(provider)
+        for name, url in self.urls:
+            if name == provider:
+                return url
+        raise CrashpointsError(
+            f"the loopback server of {provider!r} is not running (this process is not part of "
+            "a running case)."
+        )
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        """The case's task ids, in the order their first message comes."""
+        return tuple(dict.fromkeys(str(m["task_id"]) for m in self.messages))
 
 
 def make_provider(env: CaseEnv, spec: ProviderSpec, clock: HarnessClock) -> Provider:
@@ -112,12 +166,20 @@ def make_provider(env: CaseEnv, spec: ProviderSpec, clock: HarnessClock) -> Prov
     return PROVIDERS[spec.name](env.journal_path(spec.name), clock=clock.now)
 
 
-class Context:
-    """The harness, as seen from inside one worker or recovery process."""
+def _env_name(provider: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in provider.upper())
 
-    def __init__(self, env: CaseEnv, worker_id: str) -> None:
+
+class Context:
+    """The harness, as seen from inside one worker or recovery process.
+
+    ``task_id`` is the task of the message a worker delivers (``None`` in recovery).
+    """
+
+    def __init__(self, env: CaseEnv, worker_id: str, *, task_id: str | None = None) -> None:
         self.env = env
         self.worker_id = worker_id
+        self.task_id = task_id
         self._clients: dict[tuple[str, Authority], httpx.Client] = {}
 
     @cached_property
@@ -162,19 +224,92 @@ class Context:
                 held = change.authority
         return held
 
+    # -- the case's work --------------------------------------------------------------------
+
+    def tasks(self) -> list[str]:
+        """The case's task ids (recovery's work is theirs), in message order."""
+        return list(self.env.tasks)
+
+    def messages(self) -> list[Mapping[str, Any]]:
+        """The case's messages, in delivery order."""
+        return list(self.env.messages)
+
+    # -- reaching the providers -------------------------------------------------------------
+
+    def _authority_for(self, what: str, task_or_authority: str | Authority) -> Authority:
+        if isinstance(task_or_authority, Authority):
+            return task_or_authority
+        if task_or_authority is None:
+            raise CrashpointsError(
+                f"{what}: an Authority or a task id is needed, not None; ctx.authority(task_id) "
+                "returns None once the task's authority was revoked, and nothing may be sent "
+                "for it then."
+            )
+        if not isinstance(task_or_authority, str):
+            raise CrashpointsError(
+                f"{what}: {task_or_authority!r} is neither a task id nor an Authority; pass the "
+                "task the request is for, e.g. ctx.client('email', message['task_id'])."
+            )
+        authority = self.authority(task_or_authority)
+        if authority is None:
+            raise CrashpointsError(
+                f"{what}: task {task_or_authority!r} has no authority any more (it was "
+                "revoked, or never granted): nothing may be sent for it. Check "
+                "ctx.authority(task_id) first, and record why the work was not done."
+            )
+        return authority
+
+    def base_url(self, provider: str) -> str:
+        """The base URL of ``provider``'s loopback server, for any HTTP client or SDK."""
+        return self.env.url(provider)
+
+    def api_key(self, provider: str, task_or_authority: str | Authority) -> str:
+        """The API key this process uses at ``provider`` for a task (its authority now) or
+        for an explicit :class:`Authority`. Raises :class:`CrashpointsError` for a task whose
+        authority was revoked."""
+        import fake_providers
+
+        self.env.spec(provider)
+        authority = self._authority_for(f"ctx.api_key({provider!r}, ...)", task_or_authority)
+        return fake_providers.derive_key(
+            key_secret(authority),
+            credential_label(self.worker_id, authority),
+            signing_secret=self.env.signing_secret,
+        )
+
+    def sdk_env(self, task_id: str | None = None) -> dict[str, str]:
+        """Environment variables for an SDK, for ``task_id`` (default: this worker's task):
+        ``CRASHPOINTS_<PROVIDER>_URL`` and ``CRASHPOINTS_<PROVIDER>_KEY`` for each provider
+        of the case, ``CRASHPOINTS_RUN_DIR``, ``CRASHPOINTS_PROCESS`` and, with a task,
+        ``CRASHPOINTS_TASK_ID``. Without a task (recovery), the keys are set only when every
+        task of the case holds the same authority."""
+        task = task_id if task_id is not None else self.task_id
+        env = {"CRASHPOINTS_RUN_DIR": str(self.env.path), "CRASHPOINTS_PROCESS": self.worker_id}
+        authority: Authority | None = None
+        if task is not None:
+            env["CRASHPOINTS_TASK_ID"] = task
+            authority = self.authority(task)
+        else:
+            held = {self.authority(t) for t in self.env.tasks}
+            if len(held) == 1:
+                authority = held.pop()
+        for spec in self.env.providers:
+            name = _env_name(spec.name)
+            if self.env.urls:
+                env[f"CRASHPOINTS_{name}_URL"] = self.env.url(spec.name)
+            if authority is not None:
+                env[f"CRASHPOINTS_{name}_KEY"] = self.api_key(spec.name, authority)
+        return env
+
     @cached_property
     def _providers(self) -> dict[str, Provider]:
         return {spec.name: make_provider(self.env, spec, self.clock) for spec in self.env.providers}
 
-    def client(self, provider: str, authority: Authority) -> httpx.Client:
-        """An httpx client for ``provider``, authenticated as ``authority``, whose transport
-        reaches the fake provider in-process and carries the crash points B and C."""
-        if not isinstance(authority, Authority):
-            raise CrashpointsError(
-                f"ctx.client({provider!r}, {authority!r}): an Authority is needed; "
-                "ctx.authority(task_id) returns None once the task's authority was revoked, "
-                "and nothing may be sent for it then."
-            )
+    def client(self, provider: str, task_or_authority: str | Authority) -> httpx.Client:
+        """An httpx client for ``provider``, authenticated for a task (its authority now) or
+        an explicit :class:`Authority`, whose transport reaches the fake provider in-process
+        and carries the crash points of the case's ``transport_points``."""
+        authority = self._authority_for(f"ctx.client({provider!r}, ...)", task_or_authority)
         cached = self._clients.get((provider, authority))
         if cached is not None:
             return cached
@@ -191,7 +326,7 @@ class Context:
             transport=CrashTransport(
                 fake_providers.transport(target), points=self.env.transport_points
             ),
-            headers={"Authorization": f"Bearer {key_secret(authority)}"},
+            headers={"Authorization": f"Bearer {self.api_key(provider, authority)}"},
             timeout=self.env.http_timeout,
         )
         self._clients[(provider, authority)] = client
@@ -249,4 +384,10 @@ class _ClientFor:
     provider: str
 
     def __call__(self, authority: Authority) -> httpx.Client:
+        if not isinstance(authority, Authority):
+            raise CrashpointsError(
+                f"an adapter of {self.provider!r} asked for a client with {authority!r}: an "
+                "Authority is needed; ctx.authority(task_id) returns None once the task's "
+                "authority was revoked, and nothing may be sent for it then."
+            )
         return self.context.client(self.provider, authority)

@@ -1,14 +1,18 @@
 """What the invariant checkers look at: one case's evidence, gathered after it ran.
 
-The ground truth is the providers' journals (:class:`ProviderRequest`), not the ledger. The
-ledger is read through a :class:`~pytest_crashpoints.LedgerView`, so a user's own ledger
-can be checked too.
+The ground truth is the providers' journals (:class:`ProviderRequest`), not the ledger. Which
+process sent each request (and so which message it served, and under which authority) is
+known to the harness from the credential it issued to that process, never from anything the
+agent put in its payloads or its ledger. The ledger is read through a
+:class:`~pytest_crashpoints.LedgerView`, so a user's own ledger can be checked too; a view
+that cannot read every column says which ones it reads (``ledger_columns``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from .._ledger.authority import Authority
 from .._ledger.records import Attempt, Event, QueueEntry
 from .authority_store import AuthorityChange
 
@@ -24,11 +28,19 @@ __all__ = [
 
 @dataclasses.dataclass(frozen=True)
 class ProviderRequest:
-    """One request as a provider's journal recorded it.
+    """One request as a provider's journal recorded it, attributed by the harness.
 
-    ``operation_key`` is the idempotency key (payments) or correlation id the client sent;
-    ``args_hash`` the attempt's arguments hash the client declared (metadata), if any;
-    ``payload_hash`` the provider's own hash of what it applied.
+    ``kind`` is the provider's operation (``charges.create``, ``mail.send``); ``payload_hash``
+    the provider's own hash of the request's arguments, from its wire format. ``process``,
+    ``message``, ``task_id`` and ``authority`` say who sent it: the harness process, worker
+    or recovery run whose credential it presented, the message that process was delivering
+    (``None`` for recovery), and the authority the credential was issued for. ``aliases``
+    are the names the API gives what the request created or read (ids, numbers, URLs).
+
+    ``operation_key`` (the idempotency key or correlation id the client sent), ``args_hash``
+    (an arguments hash the client declared in its payload) and ``attempt_id`` (a header
+    naming the ledger attempt) are what the client chose to say: used to link ledger rows to
+    requests when present, never needed.
     """
 
     provider: str
@@ -47,11 +59,31 @@ class ProviderRequest:
     object_id: str | None = None
     #: The ledger attempt the client said the request was for (lookups carry no key).
     attempt_id: str | None = None
+    process: str | None = None
+    message: int | None = None
+    task_id: str | None = None
+    authority: Authority | None = None
+    aliases: tuple[str, ...] = ()
 
     @property
     def logical_hash(self) -> str | None:
         """What names the logical effect: the declared args hash, else the payload hash."""
         return self.args_hash or self.payload_hash
+
+    @property
+    def identifiers(self) -> frozenset[str]:
+        """Every string a ledger row may have stored to name this request or its object."""
+        names = {self.request_id, self.object_id, self.operation_key, *self.aliases}
+        return frozenset(name for name in names if name)
+
+    @property
+    def sender(self) -> str:
+        """Who sent it, in words: ``worker-1 (delivering message 0)``, ``recovery-2``."""
+        if self.process is None:
+            return "an unknown process"
+        if self.message is not None:
+            return f"{self.process} (delivering message {self.message})"
+        return self.process
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,11 +99,15 @@ class Observation:
 
 @dataclasses.dataclass(frozen=True)
 class ExpectedEffect:
-    """An effect the fault-free run of a message produced: it must never be silently lost."""
+    """An effect the fault-free run of the same messages produced (from the providers'
+    journals): no schedule may lose it, and one beyond it is a duplicate."""
 
-    task_id: str
-    tool_name: str
-    args_hash: str
+    provider: str
+    operation: str
+    payload_hash: str | None
+    message: int | None
+    task_id: str | None
+    request_id: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,17 +135,31 @@ class RecoveryRerun:
 
 @dataclasses.dataclass(frozen=True)
 class Evidence:
-    """Everything one case left behind."""
+    """Everything one case left behind.
+
+    ``expected_effects`` is ``None`` for the fault-free run itself (there is nothing to
+    compare it with yet). ``ledger_columns`` are the seed names the ledger view reads
+    (``None``: all of them).
+    """
 
     attempts: tuple[Attempt, ...]
     events: tuple[Event, ...]
     requests: tuple[ProviderRequest, ...]
     observations: tuple[Observation, ...] = ()
     authority_history: tuple[AuthorityChange, ...] = ()
-    expected_effects: tuple[ExpectedEffect, ...] = ()
+    expected_effects: tuple[ExpectedEffect, ...] | None = None
     incidents: tuple[Incident, ...] = ()
     rerun: RecoveryRerun | None = None
+    ledger_columns: frozenset[str] | None = None
 
     @property
     def effects(self) -> tuple[ProviderRequest, ...]:
         return tuple(r for r in self.requests if r.effect_applied)
+
+    def reads(self, *columns: str) -> bool:
+        """Whether the ledger view reads every one of ``columns``."""
+        return self.ledger_columns is None or set(columns) <= self.ledger_columns
+
+    def reads_any(self, *columns: str) -> bool:
+        """Whether the ledger view reads at least one of ``columns``."""
+        return self.ledger_columns is None or bool(set(columns) & self.ledger_columns)

@@ -23,6 +23,7 @@ from typing import Any, Literal
 from .._inject.failpoints import CRASH_POINTS
 from ..errors import CrashpointsError
 from .case import CaseResult, run_case
+from .evidence import ExpectedEffect
 from .report import ExplorationReport, Failure
 from .scenario import Scenario
 from .schedule import Deliver, Schedule, Space, covering_schedules, enumerate_schedules
@@ -78,7 +79,8 @@ class _Explorer:
         self.report = ExplorationReport(
             nodeid, settings.seed, settings.mode, declared=settings.points
         )
-        self.expected: tuple[Any, ...] = ()
+        #: The fault-free run's effects, the baseline of every later case.
+        self.expected: tuple[ExpectedEffect, ...] | None = None
         self._serial = itertools.count(1)
 
     def run(self, schedule: Schedule) -> CaseResult:
@@ -140,6 +142,7 @@ class _Explorer:
             self.fail(result)
             return None
         self.expected = result.expected_effects
+        self.report.unchecked = list(result.unchecked)
         return result
 
     def exhaustive(self, space: Space) -> None:

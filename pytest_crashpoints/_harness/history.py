@@ -69,8 +69,9 @@ class History:
         Within one harness second the three sources have no common clock, so the order is
         reconstructed: what the harness did before a process (a delivery, a recovery start)
         comes first; then the ledger's transitions, each provider request placed after the
-        latest DISPATCHED or UNKNOWN transition of its attempt (``keys`` maps idempotency
-        keys to attempt ids); then how the process ended.
+        latest DISPATCHED or UNKNOWN transition of its attempt (``keys`` maps what a row
+        stored, its idempotency key, request id or result, to its attempt id); then how the
+        process ended.
         """
         rows: list[tuple[float, int, float, str]] = []
         for seq, entry in enumerate(self.entries):
@@ -93,7 +94,9 @@ class History:
         keys = keys or {}
         for seq, request in enumerate(requests):
             effect = "EFFECT" if request.effect_applied else "no effect"
-            attempt = request.attempt_id or keys.get(request.operation_key or "")
+            attempt = request.attempt_id or next(
+                (keys[name] for name in sorted(request.identifiers) if name in keys), None
+            )
             placed = [i for at, i in anchors.get(attempt or "", []) if at <= request.at]
             order = placed[-1] + 0.5 + seq * 1e-6 if placed else len(events) + seq
             rows.append(

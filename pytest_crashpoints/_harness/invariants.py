@@ -2,13 +2,15 @@
 
 Each checker returns the violations it finds, in words an operator can act on, with the
 ledger rows, journal entries and events that show it. The ground truth is the providers'
-journals: an effect is what a provider applied, whatever the ledger says.
+journals, attributed to processes and messages by the harness itself: an effect is what a
+provider applied, whoever asked and whatever the ledger says. The ledger is checked against
+that truth, never used as evidence for it; where the ledger view cannot read a column a
+check needs, that check is skipped and :func:`unchecked` says so.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections import defaultdict
 from collections.abc import Callable, Iterable
 
 from .._ledger.args import args_hash as hash_args
@@ -16,8 +18,9 @@ from .._ledger.authority import Authority, format_scope
 from .._ledger.records import Attempt
 from .._ledger.states import FINAL_STATES, State
 from .evidence import Evidence, ProviderRequest
+from .linking import LINK_COLUMNS, compare_with_baseline, requests_of, twin_of
 
-__all__ = ["CHECKS", "INVARIANTS", "Violation", "check_all"]
+__all__ = ["CHECKS", "INVARIANTS", "Violation", "check_all", "unchecked"]
 
 #: One line per invariant, as reports name them.
 INVARIANTS: dict[int, str] = {
@@ -54,16 +57,19 @@ def _t(at: float) -> str:
 
 
 def _describe(attempt: Attempt) -> str:
-    return f"attempt {attempt.attempt_id} ({attempt.tool_name}, args {_short(attempt.args_hash)})"
+    args = f"args {_short(attempt.args_hash)}" if attempt.args_hash else ""
+    what = ", ".join(part for part in (attempt.tool_name, args) if part)
+    return f"attempt {attempt.attempt_id}" + (f" ({what})" if what else "")
 
 
 def _row(attempt: Attempt) -> str:
     return (
-        f"ledger: {attempt.attempt_id} task={attempt.task_id} tool={attempt.tool_name} "
-        f"key={attempt.idempotency_key} state={attempt.state.value} "
-        f"args={_short(attempt.args_hash)} request={attempt.provider_request_id} "
-        f"tenant={attempt.authority.tenant_id} scope='{attempt.authority.scope_text}' "
-        f"policy={attempt.authority.policy_version} owner={attempt.owner}"
+        f"ledger: {attempt.attempt_id} task={attempt.task_id or '-'} "
+        f"tool={attempt.tool_name or '-'} key={attempt.idempotency_key or '-'} "
+        f"state={attempt.state.value} args={_short(attempt.args_hash)} "
+        f"request={attempt.provider_request_id} result={attempt.result_ref} "
+        f"tenant={attempt.authority.tenant_id or '-'} scope='{attempt.authority.scope_text}' "
+        f"policy={attempt.authority.policy_version or '-'} owner={attempt.owner}"
     )
 
 
@@ -71,81 +77,102 @@ def _entry(request: ProviderRequest) -> str:
     applied = "effect applied" if request.effect_applied else "no effect"
     return (
         f"journal: {request.provider} {request.request_id} {_t(request.at)} {request.kind} "
-        f"key={request.operation_key} args={_short(request.logical_hash)} "
-        f"tenant={request.tenant_id} scope='{format_scope(request.scope)}' "
-        f"status={request.status} {applied}"
+        f"by {request.sender} key={request.operation_key} "
+        f"payload={_short(request.payload_hash)} tenant={request.tenant_id} "
+        f"scope='{format_scope(request.scope)}' status={request.status} {applied}"
     )
-
-
-def _requests_of(evidence: Evidence, attempt: Attempt) -> list[ProviderRequest]:
-    return [r for r in evidence.requests if r.operation_key == attempt.idempotency_key]
 
 
 def _incidents_between(evidence: Evidence, start: float, end: float) -> list[str]:
     return [i.text for i in evidence.incidents if start <= i.at <= end]
 
 
-def check_no_duplicate_effects(evidence: Evidence) -> list[Violation]:
-    """Invariant 1: per logical effect, at most one effect at the provider.
+def _story(evidence: Evidence, first: ProviderRequest, last: ProviderRequest) -> str:
+    between = _incidents_between(evidence, first.at, last.at)
+    before = [i.text for i in evidence.incidents if i.at < first.at]
+    if between:
+        return f"; between them: {'; '.join(between)}"
+    if before:
+        return f"; before them: {'; '.join(before)}"
+    return ""
 
-    A logical effect is the same arguments for the same task at the same provider: two
-    sends with different idempotency keys (a fresh key per try), or under two tenants (a
-    task moved), are still one logical effect done twice, while two tasks may each send the
-    same text once. An effect no attempt names is grouped by its tenant instead.
+
+def _rows_of(evidence: Evidence, requests: Iterable[ProviderRequest]) -> list[Attempt]:
+    ids = {id(r) for r in requests}
+    return [a for a in evidence.attempts if any(id(r) in ids for r in requests_of(a, evidence))]
+
+
+# -- invariant 1 ------------------------------------------------------------------------------
+
+
+def check_no_duplicate_effects(evidence: Evidence) -> list[Violation]:
+    """Invariant 1: no effect beyond what the fault-free run of the same messages produced.
+
+    Effects come from the providers' journals; the harness knows which process sent each
+    one and which message that process served. An effect with no counterpart in the
+    fault-free run that repeats another one of this case (the same operation at the same
+    provider, for the same message or with the same payload) is a duplicate, whatever keys
+    the agent used or recorded. Idempotent replays are not effects. For a case with no
+    baseline (the fault-free run itself), two effects with the same payload for the same
+    message (or one made by a recovery run, which serves no message) are a duplicate.
     """
-    task_of = {a.idempotency_key: a.task_id for a in evidence.attempts}
-    groups: dict[tuple[str, str, str], list[ProviderRequest]] = defaultdict(list)
-    for effect in evidence.effects:
-        name = effect.logical_hash or f"key:{effect.operation_key}"
-        task = task_of.get(effect.operation_key or "")
-        owner = f"task:{task}" if task is not None else f"tenant:{effect.tenant_id}"
-        groups[(effect.provider, owner, name)].append(effect)
+    effects = list(evidence.effects)
+    if evidence.expected_effects is None:
+        extras = []
+        for index, effect in enumerate(effects):
+            earlier = [
+                e
+                for e in effects[:index]
+                if (e.provider, e.kind, e.payload_hash)
+                == (effect.provider, effect.kind, effect.payload_hash)
+                and (e.message is None or effect.message is None or e.message == effect.message)
+            ]
+            if earlier:
+                extras.append((earlier[0], effect))
+        baseline = "the same payload once before"
+    else:
+        comparison = compare_with_baseline(evidence.expected_effects, effects)
+        extras = []
+        for extra in comparison.extra:
+            twin = twin_of(extra, effects)
+            if twin is not None:
+                extras.append((twin, extra) if twin.at <= extra.at else (extra, twin))
+        baseline = "the fault-free run of the same messages made it once"
     violations = []
-    for (provider, owner, name), effects in groups.items():
-        task = owner.removeprefix("task:") if owner.startswith("task:") else None
-        if len(effects) < 2:
-            continue
-        keys = {e.operation_key for e in effects}
-        culprits = [
-            a
-            for a in evidence.attempts
-            if a.idempotency_key in keys or (a.args_hash == name and a.task_id == task)
-        ]
-        who = ", ".join(_describe(a) for a in culprits) or "no attempt in the ledger"
-        times = " and ".join(f"{e.request_id} at {_t(e.at)}" for e in effects)
-        idempotency = (
-            "it honours idempotency keys, so the keys differed"
-            if all(e.idempotent for e in effects) and len(keys) > 1
-            else "it has no idempotency"
-            if not any(e.idempotent for e in effects)
-            else "the same effect was applied twice"
-        )
-        between = _incidents_between(evidence, effects[0].at, effects[-1].at)
-        before = [i.text for i in evidence.incidents if i.at < effects[0].at]
-        story = (
-            f"; between them: {'; '.join(between)}"
-            if between
-            else f"; before them: {'; '.join(before)}"
-            if before
-            else ""
-        )
+    for first, second in extras:
+        pair = (first, second)
+        rows = _rows_of(evidence, pair)
+        messages = {r.message for r in pair if r.message is not None}
+        whose = f"message {messages.pop()}'s" if len(messages) == 1 else "the same"
+        if all(r.idempotent for r in pair) and first.operation_key != second.operation_key:
+            why = "it honours idempotency keys, so the keys differed"
+        elif not any(r.idempotent for r in pair):
+            why = "it has no idempotency"
+        else:
+            why = "the same effect was applied twice"
         violations.append(
             Violation(
                 1,
-                tuple(a.attempt_id for a in culprits),
-                f"{who} caused {len(effects)} {provider} effects: requests {times}; "
-                f"{provider}: {idempotency}{story}.",
-                tuple(_entry(e) for e in effects) + tuple(_row(a) for a in culprits),
+                tuple(a.attempt_id for a in rows),
+                f"{whose} {first.kind} happened twice at {first.provider} ({baseline}): "
+                f"{first.request_id} at {_t(first.at)} by {first.sender} and "
+                f"{second.request_id} at {_t(second.at)} by {second.sender}; "
+                f"{first.provider}: {why}{_story(evidence, first, second)}.",
+                tuple(_entry(r) for r in pair) + tuple(_row(a) for a in rows),
             )
         )
     return violations
 
 
+# -- invariant 2 ------------------------------------------------------------------------------
+
+
 def check_outcomes_agree(evidence: Evidence) -> list[Violation]:
     """Invariant 2: final states only, the ledger agrees with the journals, nothing dropped."""
     violations = []
+    linkable = evidence.reads_any(*LINK_COLUMNS)
     for attempt in evidence.attempts:
-        effects = [r for r in _requests_of(evidence, attempt) if r.effect_applied]
+        effects = [r for r in requests_of(attempt, evidence) if r.effect_applied]
         if attempt.state not in FINAL_STATES:
             violations.append(
                 Violation(
@@ -156,16 +183,19 @@ def check_outcomes_agree(evidence: Evidence) -> list[Violation]:
                     (_row(attempt), *map(_entry, effects)),
                 )
             )
+        elif not linkable:
+            continue
         elif attempt.state is State.OUTCOME_CONFIRMED:
-            matching = [e for e in effects if e.logical_hash in (None, attempt.args_hash)]
+            matching = [e for e in effects if e.args_hash in (None, attempt.args_hash)]
             if len(effects) != 1 or len(matching) != 1:
                 violations.append(
                     Violation(
                         2,
                         (attempt.attempt_id,),
                         f"{_describe(attempt)} is CONFIRMED but the provider has "
-                        f"{len(effects)} effect(s) for key {attempt.idempotency_key!r}, "
-                        f"{len(matching)} with its arguments hash; CONFIRMED needs exactly one.",
+                        f"{len(effects)} effect(s) for what the row names "
+                        f"({', '.join(sorted(_links(attempt, evidence))) or 'nothing'}), "
+                        f"{len(matching)} with its arguments; CONFIRMED needs exactly one.",
                         (_row(attempt), *map(_entry, effects)),
                     )
                 )
@@ -180,60 +210,108 @@ def check_outcomes_agree(evidence: Evidence) -> list[Violation]:
                     (_row(attempt), *map(_entry, effects)),
                 )
             )
-    keys = {a.idempotency_key for a in evidence.attempts}
-    hashes = {a.args_hash for a in evidence.attempts}
-    for effect in evidence.effects:
-        if effect.operation_key not in keys and effect.logical_hash not in hashes:
-            violations.append(
-                Violation(
-                    2,
-                    (),
-                    f"{effect.provider} applied {effect.request_id} at {_t(effect.at)} "
-                    f"(key {effect.operation_key!r}) but no attempt in the ledger records it.",
-                    (_entry(effect),),
-                )
-            )
-    recorded = {(a.task_id, a.tool_name, a.args_hash) for a in evidence.attempts}
-    applied = {e.logical_hash for e in evidence.effects}
-    for expected in evidence.expected_effects:
-        found = (expected.task_id, expected.tool_name, expected.args_hash) in recorded
-        if not found and expected.args_hash not in applied:
-            violations.append(
-                Violation(
-                    2,
-                    (),
-                    f"message {expected.task_id} was delivered and its {expected.tool_name} "
-                    f"(args {_short(expected.args_hash)}) was silently dropped: no attempt in "
-                    "the ledger and no effect at the provider.",
-                )
-            )
+    if linkable:
+        violations += _unrecorded_effects(evidence)
+    violations += _dropped_work(evidence)
     return violations
+
+
+def _links(attempt: Attempt, evidence: Evidence) -> frozenset[str]:
+    from .linking import stored_links
+
+    return stored_links(attempt, evidence)
+
+
+def _unrecorded_effects(evidence: Evidence) -> list[Violation]:
+    """Effects no row names, unless a row that names nothing may stand for them (a row in
+    review or failed that never learned what the provider did)."""
+    recorded = {id(r) for a in evidence.attempts for r in requests_of(a, evidence)}
+    blank = [
+        a
+        for a in evidence.attempts
+        if not _links(a, evidence) and a.state in (State.MANUAL_REVIEW, State.FAILED)
+    ]
+    violations = []
+    for effect in evidence.effects:
+        if id(effect) in recorded or effect.process == "harness":
+            continue
+        if any(not a.task_id or a.task_id == effect.task_id for a in blank):
+            continue
+        violations.append(
+            Violation(
+                2,
+                (),
+                f"{effect.provider} applied {effect.request_id} at {_t(effect.at)} "
+                f"({effect.kind} by {effect.sender}) but no attempt in the ledger records it.",
+                (_entry(effect),),
+            )
+        )
+    return violations
+
+
+def _dropped_work(evidence: Evidence) -> list[Violation]:
+    """Effects of the fault-free run that this case never produced, with no ledger row in
+    review or failed to account for them: a delivered message was silently dropped."""
+    if evidence.expected_effects is None:
+        return []
+    missing = compare_with_baseline(evidence.expected_effects, evidence.effects).missing
+    settled = [a for a in evidence.attempts if a.state in (State.MANUAL_REVIEW, State.FAILED)]
+    violations = []
+    for expected in missing:
+        accounted = [
+            a
+            for a in settled
+            if not (evidence.reads("task_id") and expected.task_id)
+            or a.task_id == expected.task_id
+        ]
+        if accounted:
+            continue
+        whose = f"message {expected.message}" if expected.message is not None else "a message"
+        task = f" (task {expected.task_id})" if expected.task_id else ""
+        violations.append(
+            Violation(
+                2,
+                (),
+                f"{whose}{task} was delivered and its {expected.operation} at "
+                f"{expected.provider} (in the fault-free run: {expected.request_id}) was "
+                "silently dropped: no effect at the provider and no attempt in review or failed "
+                "in the ledger.",
+            )
+        )
+    return violations
+
+
+# -- invariant 3 ------------------------------------------------------------------------------
 
 
 def check_operator_visibility(evidence: Evidence) -> list[Violation]:
     """Invariant 3: arguments, their hash, and a real provider request id are visible."""
-    # A provider names a request by its request id or by the id of what it created.
-    issued = {r.request_id for r in evidence.requests} | {
-        r.object_id for r in evidence.requests if r.object_id
-    }
+    # A provider names a request by its request id or by the id of what it created, in any
+    # form its API shows.
+    issued = {name for r in evidence.requests for name in r.identifiers}
+    args = evidence.reads("args_json") and evidence.reads("args_hash")
+    request_ids = evidence.reads("provider_request_id")
     violations = []
     for attempt in evidence.attempts:
         problems = []
-        if not attempt.args_hash:
-            problems.append("no arguments hash")
-        elif not attempt.args:
-            problems.append("no arguments recorded")
-        elif hash_args(attempt.args) != attempt.args_hash:
-            problems.append(
-                f"the recorded arguments hash to {_short(hash_args(attempt.args))}, not the "
-                f"recorded {_short(attempt.args_hash)}"
-            )
-        if attempt.state is State.OUTCOME_CONFIRMED and not attempt.provider_request_id:
-            problems.append("CONFIRMED without a provider request id")
-        if attempt.provider_request_id and attempt.provider_request_id not in issued:
-            problems.append(
-                f"request id {attempt.provider_request_id!r} was never issued by the provider"
-            )
+        if args:
+            if not attempt.args_hash:
+                problems.append("no arguments hash")
+            elif not attempt.args:
+                problems.append("no arguments recorded")
+            elif hash_args(attempt.args) != attempt.args_hash:
+                problems.append(
+                    f"the recorded arguments hash to {_short(hash_args(attempt.args))}, not "
+                    f"the recorded {_short(attempt.args_hash)}"
+                )
+        if request_ids:
+            if attempt.state is State.OUTCOME_CONFIRMED and not attempt.provider_request_id:
+                problems.append("CONFIRMED without a provider request id")
+            if attempt.provider_request_id and attempt.provider_request_id not in issued:
+                problems.append(
+                    f"request id {attempt.provider_request_id!r} was never issued by the "
+                    "provider"
+                )
         if problems:
             violations.append(
                 Violation(
@@ -245,6 +323,8 @@ def check_operator_visibility(evidence: Evidence) -> list[Violation]:
             )
     return violations
 
+
+# -- invariant 4 ------------------------------------------------------------------------------
 
 _NO_HISTORY = object()
 
@@ -258,48 +338,107 @@ def _authority_at(evidence: Evidence, task_id: str, at: float) -> Authority | ob
     return current
 
 
-def check_authority(evidence: Evidence) -> list[Violation]:
-    """Invariant 4: every request within the attempt's tenant and scope, under live authority."""
-    by_key = {a.idempotency_key: a for a in evidence.attempts}
-    by_id = {a.attempt_id: a for a in evidence.attempts}
-    violations = []
-    for request in evidence.requests:
-        attempt = by_key.get(request.operation_key or "") or by_id.get(request.attempt_id or "")
-        if attempt is None or request.tenant_id is None:
-            continue
-        problems = []
-        if request.tenant_id != attempt.authority.tenant_id:
+def _authority_text(authority: Authority) -> str:
+    return (
+        f"tenant {authority.tenant_id!r}, scope '{authority.scope_text}', policy "
+        f"{authority.policy_version!r}"
+    )
+
+
+def _credential_problems(evidence: Evidence, request: ProviderRequest) -> list[str]:
+    """What is wrong with the authority the harness issued the request's credential for,
+    against what the task it served held at that moment (ground truth: no ledger needed)."""
+    used = request.authority
+    if used is None or request.process in (None, "harness"):
+        return []
+    if request.task_id is not None:
+        tasks = [request.task_id]
+    else:
+        tasks = sorted({a.task_id for a in _rows_of(evidence, [request]) if a.task_id})
+    held = [
+        (task, at)
+        for task in tasks
+        if (at := _authority_at(evidence, task, request.at)) is not _NO_HISTORY
+    ]
+    if not held:
+        # A recovery's request no row names: any task holding that authority will do.
+        everyone = {c.task_id for c in evidence.authority_history}
+        anyone = [_authority_at(evidence, task, request.at) for task in sorted(everyone)]
+        if not anyone or any(h == used for h in anyone):
+            return []
+        return [
+            f"made under {_authority_text(used)}, which no task held at {_t(request.at)} "
+            "(revoked or changed)"
+        ]
+    problems: list[str] = []
+    for task, now in held:
+        if now is None:
             problems.append(
-                f"made for tenant {request.tenant_id!r}, the attempt belongs to "
-                f"{attempt.authority.tenant_id!r}"
+                f"made at {_t(request.at)} for task {task} after its authority was revoked"
             )
-        wider = request.scope - attempt.authority.credential_scope
-        if wider:
-            problems.append(f"made with scope wider than the attempt's: {format_scope(wider)}")
+        elif now != used and isinstance(now, Authority):
+            problems.append(
+                f"made at {_t(request.at)} for task {task} under {_authority_text(used)}, "
+                f"but the task then held {_authority_text(now)}"
+            )
+    return problems
+
+
+def _ledger_problems(evidence: Evidence, request: ProviderRequest, attempt: Attempt) -> list[str]:
+    """The request against the authority the attempt recorded (when the view reads it)."""
+    problems = []
+    if request.tenant_id is not None and request.tenant_id != attempt.authority.tenant_id:
+        problems.append(
+            f"made for tenant {request.tenant_id!r}, the attempt belongs to "
+            f"{attempt.authority.tenant_id!r}"
+        )
+    wider = request.scope - attempt.authority.credential_scope
+    if request.tenant_id is not None and wider:
+        problems.append(f"made with scope wider than the attempt's: {format_scope(wider)}")
+    if request.authority is None:
         in_force = _authority_at(evidence, attempt.task_id, request.at)
         if in_force is None:
             problems.append(f"made at {_t(request.at)} after the task's authority was revoked")
         elif isinstance(in_force, Authority) and in_force != attempt.authority:
             problems.append(
-                f"made at {_t(request.at)} under authority that had changed (now tenant "
-                f"{in_force.tenant_id!r}, scope '{in_force.scope_text}', policy "
-                f"{in_force.policy_version!r})"
+                f"made at {_t(request.at)} under authority that had changed (now "
+                f"{_authority_text(in_force)})"
             )
+    return problems
+
+
+def check_authority(evidence: Evidence) -> list[Violation]:
+    """Invariant 4: every request within the tenant and scope of its task's authority at
+    that moment, never under authority that was revoked or changed."""
+    with_authority = evidence.reads("tenant_id", "credential_scope", "policy_version")
+    violations = []
+    for request in evidence.requests:
+        rows = _rows_of(evidence, [request])
+        problems = _credential_problems(evidence, request)
+        if with_authority:
+            for attempt in rows:
+                more = _ledger_problems(evidence, request, attempt)
+                problems += [p for p in more if p not in problems]
         if problems:
+            who = f" of {_describe(rows[0])}" if rows else ""
             violations.append(
                 Violation(
                     4,
-                    (attempt.attempt_id,),
-                    f"{request.provider} request {request.request_id} of {_describe(attempt)} "
+                    tuple(a.attempt_id for a in rows),
+                    f"{request.provider} request {request.request_id}{who} by {request.sender} "
                     f"was {'; '.join(problems)}.",
-                    (_entry(request), _row(attempt)),
+                    (_entry(request), *map(_row, rows)),
                 )
             )
     return violations
 
 
+# -- invariant 5 ------------------------------------------------------------------------------
+
+
 def check_queue_visibility(evidence: Evidence) -> list[Violation]:
     """Invariant 5: at every observation, in-flight work is in the queue and has an owner."""
+    owners = evidence.reads("owner")
     reported: set[str] = set()
     violations = []
     for seen in evidence.observations:
@@ -308,7 +447,7 @@ def check_queue_visibility(evidence: Evidence) -> list[Violation]:
             if not attempt.in_flight or attempt.attempt_id in reported:
                 continue
             problems = []
-            if not attempt.owner:
+            if owners and not attempt.owner:
                 problems.append("has no owner")
             if attempt.attempt_id not in queued:
                 problems.append("is missing from the queue")
@@ -325,6 +464,9 @@ def check_queue_visibility(evidence: Evidence) -> list[Violation]:
                     )
                 )
     return violations
+
+
+# -- invariant 6 ------------------------------------------------------------------------------
 
 
 def check_recovery_idempotent(evidence: Evidence) -> list[Violation]:
@@ -381,3 +523,34 @@ CHECKS: dict[int, Callable[[Evidence], list[Violation]]] = {
 def check_all(evidence: Evidence, invariants: Iterable[int] = CHECKS) -> list[Violation]:
     """Run the checkers for ``invariants`` (all six by default), in order."""
     return [v for number in invariants for v in CHECKS[number](evidence)]
+
+
+def unchecked(ledger_columns: frozenset[str] | None) -> list[str]:
+    """What the checks above could not look at, for a ledger view that reads only
+    ``ledger_columns`` (``None``: every column; an empty set: no ledger at all)."""
+    if ledger_columns is None:
+        return []
+    evidence = Evidence((), (), (), ledger_columns=ledger_columns)
+    skipped = []
+    if not ledger_columns:
+        return [
+            "invariants 2, 3 and 5 on the ledger: the case has no ledger (pass ledger_view= "
+            "to read your own; only the providers' ground truth was checked)"
+        ]
+    if not evidence.reads_any(*LINK_COLUMNS):
+        skipped.append(
+            "invariant 2 (the ledger agrees with the provider): no idempotency_key, "
+            "provider_request_id or result_ref column ties rows to requests"
+        )
+    if not (evidence.reads("args_json") and evidence.reads("args_hash")):
+        skipped.append("invariant 3 (arguments): no args_json column")
+    if not evidence.reads("provider_request_id"):
+        skipped.append("invariant 3 (request ids): no provider_request_id column")
+    if not evidence.reads("tenant_id", "credential_scope", "policy_version"):
+        skipped.append(
+            "invariant 4 against the authority each row recorded: no tenant, scope and policy "
+            "columns, nor authority_of= (the credentials the harness issued were checked)"
+        )
+    if not evidence.reads("owner"):
+        skipped.append("invariant 5 (an owner): no owner column")
+    return skipped

@@ -51,10 +51,22 @@ class ExplorationReport:
     #: Where the worker's final outcome differed from the reference worker's, per schedule
     #: (only with a differential check).
     differences: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    #: The checks the ledger view could not support (one line each).
+    unchecked: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def unreached(self) -> list[str]:
         return [p for p in self.declared if not self.reached.get(p)]
+
+    @property
+    def unkilled(self) -> list[str]:
+        """Declared kill points that cases reached but where no kill ever took effect (a C
+        deferred to a next fail point that never came, say): they prove nothing either."""
+        return [
+            p
+            for p in self.declared
+            if p not in ("D", "E", "F") and self.reached.get(p) and not self.killed.get(p)
+        ]
 
     @property
     def verdict(self) -> str:
@@ -76,6 +88,8 @@ class ExplorationReport:
             },
             "recovered": self.recovered,
             "unreached": self.unreached,
+            "unkilled": self.unkilled,
+            "unchecked": self.unchecked,
             "failure": None if self.failure is None else self.failure.to_json(),
             "differences": self.differences,
         }

@@ -25,15 +25,16 @@ class Scenario:
     """What a crash test runs: a worker, its recovery, the messages, the providers.
 
     ``worker(message, ctx)`` handles one message in a worker process; ``recover(ctx)`` runs
-    recovery. Each message is a mapping with a ``task_id``; ``authorities`` gives each task
-    its initial authority. ``ledger_view(ctx)`` reads the ledger the invariants are checked
-    on (default: the reference ledger). ``transport_points`` are the points the crash
-    transport fires (B and C); leave them empty when the worker marks B and C itself (as the
-    reference ``guarded_call`` does).
+    recovery (``None``: the agent has none; the queue's redelivery of a dead worker's message is
+    then all that finishes its work). Each message is a mapping with a ``task_id``;
+    ``authorities`` gives each task its initial authority. ``ledger_view(ctx)`` reads the ledger
+    the invariants are checked on (default: the reference ledger). ``transport_points`` are the
+    points the crash transport fires (B and C); leave them empty when the worker marks B and C
+    itself (as the reference ``guarded_call`` does).
     """
 
     worker: WorkerFn
-    recover: Recovery
+    recover: Recovery | None
     messages: tuple[Mapping[str, Any], ...]
     providers: tuple[ProviderSpec, ...]
     authorities: Mapping[str, Authority]

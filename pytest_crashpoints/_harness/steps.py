@@ -29,8 +29,30 @@ if TYPE_CHECKING:
 __all__ = ["CaseRun", "fork_server_for"]
 
 
+def _enter(env: CaseEnv, worker_id: str, task_id: str | None) -> Context:
+    """Set up a worker or recovery process of a case: its context, its environment (the
+    providers' URLs and this process's keys, for any SDK), and the automatic crash points
+    (at its SQLite commits, and at the wire of its requests to the case's servers)."""
+    import os
+    import urllib.parse
+
+    from .._inject.commits import install_commit_hooks
+    from .._inject.wire import install_wire_hooks
+
+    ctx = Context(env, worker_id, task_id=task_id)
+    if env.urls:
+        os.environ.update(ctx.sdk_env())
+        addresses = []
+        for _, url in env.urls:
+            parts = urllib.parse.urlsplit(url)
+            addresses.append((parts.hostname or "127.0.0.1", parts.port or 80))
+        install_wire_hooks(addresses)
+    install_commit_hooks(exclude=[env.run_dir.journals, env.authority_path])
+    return ctx
+
+
 def _deliver_entry(worker: WorkerFn, env: CaseEnv, worker_id: str, message: Any) -> object:
-    ctx = Context(env, worker_id)
+    ctx = _enter(env, worker_id, str(message["task_id"]))
     try:
         return worker(message, ctx)
     finally:
@@ -38,7 +60,7 @@ def _deliver_entry(worker: WorkerFn, env: CaseEnv, worker_id: str, message: Any)
 
 
 def _recover_entry(recovery: Recovery, env: CaseEnv, worker_id: str) -> object:
-    ctx = Context(env, worker_id)
+    ctx = _enter(env, worker_id, None)
     try:
         return recovery(ctx)
     finally:
@@ -64,6 +86,8 @@ class CaseRun:
         self.errors: list[str] = []
         #: The fail points the quiet phase's first recovery run reached.
         self.first_quiet_points: frozenset[str] = frozenset()
+        #: Which message each worker process delivered (recovery processes deliver none).
+        self.deliveries: dict[str, int] = {}
         self.step = 0
         self._runs = 0
         if fresh:
@@ -80,14 +104,18 @@ class CaseRun:
 
         return [] if kill is None else [Fault(kill.point, Kill(), hit=kill.hit)]
 
-    def _record(self, who: str, outcome: Outcome) -> None:
+    def _record(self, who: str, outcome: Outcome, kill: KillAt | None = None) -> None:
         from .._process.outcome import Completed, Killed, Raised, TimedOut
 
         now = self.clock.now()
         for hit in getattr(outcome, "hits", ()):
             self.hits[hit.point] = max(self.hits.get(hit.point, 0), hit.n)
         if isinstance(outcome, Completed):
-            self.history.add(self.step, now, "worker", f"{who} completed")
+            text = f"{who} completed"
+            if kill is not None:
+                # E.g. a C deferred to the next fail point, and none came: nothing was killed.
+                text += f" (the {kill} scheduled for it never took effect)"
+            self.history.add(self.step, now, "worker", text)
         elif isinstance(outcome, Killed):
             where = (
                 outcome.point
@@ -140,6 +168,7 @@ class CaseRun:
         if again:
             text = f"redeliver unacknowledged message {index} to {who}"
         self.history.add(self.step, self.clock.now(), "deliver", text)
+        self.deliveries[who] = index
         outcome = self._run(_deliver_entry, (self.scenario.worker, self.env, who, message), kill)
         self._acknowledge(index, [outcome])
         if index not in self.delivery_hits:
@@ -147,7 +176,7 @@ class CaseRun:
             for hit in getattr(outcome, "hits", ()):
                 reached[hit.point] = max(reached.get(hit.point, 0), hit.n)
             self.delivery_hits[index] = reached
-        self._record(who, outcome)
+        self._record(who, outcome, kill)
 
     def deliver_concurrently(self, index: int, pause_at: str, kill: KillAt | None) -> None:
         from .._process.delivery import deliver_concurrently
@@ -162,6 +191,7 @@ class CaseRun:
             f"message {index} to {first} and {second} at once; {first} waits at {pause_at} "
             f"while {second} runs",
         )
+        self.deliveries.update({first: index, second: index})
         handlers = tuple(
             functools.partial(_deliver_entry, self.scenario.worker, self.env, who)
             for who in (first, second)
@@ -184,10 +214,13 @@ class CaseRun:
             self.history.add(self.step, self.clock.now(), "error", text)
             return
         self._acknowledge(index, outcomes)
-        for who, outcome in zip((first, second), outcomes, strict=True):
-            self._record(who, outcome)
+        for who, outcome, planned in zip((first, second), outcomes, (kill, None), strict=True):
+            self._record(who, outcome, planned)
 
-    def recover(self, kill: KillAt | None = None) -> Outcome:
+    def recover(self, kill: KillAt | None = None) -> Outcome | None:
+        """Run recovery in a process of its own (nothing, if the agent has no recovery)."""
+        if self.scenario.recover is None:
+            return None
         who = self._worker_id("recovery")
         self.history.add(
             self.step,
@@ -196,7 +229,7 @@ class CaseRun:
             f"{who} starts" + (f" ({kill})" if kill else ""),
         )
         outcome = self._run(_recover_entry, (self.scenario.recover, self.env, who), kill)
-        self._record(who, outcome)
+        self._record(who, outcome, kill)
         return outcome
 
     def change_authority(self, index: int, change: str) -> None:

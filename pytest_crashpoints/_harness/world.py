@@ -8,15 +8,20 @@ view) to gather the evidence.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from .._ledger.authority import Authority
+from .._ledger.records import Attempt, Event, QueueEntry
 from .authority_store import AuthorityChange
-from .context import CaseEnv, Context, key_secret, make_provider
+from .context import CaseEnv, Context, authority_fingerprint, key_secret, make_provider
 from .evidence import ProviderRequest
 from .scenario import Scenario
 
 if TYPE_CHECKING:
+    import httpx
+
     from fake_providers import Provider
 
     from .._ledger.views import LedgerView
@@ -34,32 +39,55 @@ class World:
     """
 
     def __init__(self, scenario: Scenario, env: CaseEnv, *, fresh: bool = True) -> None:
+        import contextlib
+        import secrets
+
         from .._process.clock import HarnessClock
         from .authority_store import AuthorityStore
 
         self.scenario = scenario
-        self.env = env
         env.run_dir.journals.mkdir(parents=True, exist_ok=True)
         self.clock: HarnessClock = HarnessClock(env.clock_path)
         self.providers: dict[str, Provider] = {
             spec.name: make_provider(env, spec, self.clock) for spec in env.providers
         }
         self.store: AuthorityStore = AuthorityStore(env.authority_path, clock=self.clock.now)
-        self.ctx = Context(env, "harness")
-        if fresh:
-            self._set_up()
+        self._servers = contextlib.ExitStack()
+        try:
+            if fresh:
+                env = dataclasses.replace(env, signing_secret=secrets.token_hex(16))
+                self._set_up(env.signing_secret)
+            self.env = dataclasses.replace(
+                env, urls=self._serve(), messages=tuple(scenario.messages)
+            )
+        except BaseException:
+            self._servers.close()
+            raise
+        self.ctx = Context(self.env, "harness")
 
     def close(self) -> None:
         self.ctx.close()
+        self._servers.close()
         for provider in self.providers.values():
             provider.close()
 
+    def _serve(self) -> tuple[tuple[str, str], ...]:
+        """Start a loopback server per provider: any client of a worker reaches it there."""
+        from fake_providers import serve
+
+        return tuple(
+            (name, self._servers.enter_context(serve(provider, preamble=_preamble)))
+            for name, provider in self.providers.items()
+        )
+
     # -- set-up -----------------------------------------------------------------------------
 
-    def _set_up(self) -> None:
+    def _set_up(self, signing_secret: str) -> None:
         from fake_providers import ProviderSettings
 
-        for spec in self.env.providers:
+        for provider in self.providers.values():
+            provider.keys.set_signing_secret(signing_secret)
+        for spec in self.scenario.providers:
             self.providers[spec.name].settings.replace(
                 ProviderSettings(
                     idempotency=spec.idempotency,
@@ -75,7 +103,7 @@ class World:
         """One line for the timeline: how many messages, which providers."""
         providers = ", ".join(
             spec.name + ("" if spec.idempotent or spec.name != "payments" else " (no idempotency)")
-            for spec in self.env.providers
+            for spec in self.scenario.providers
         )
         return f"{len(self.scenario.messages)} message(s); providers: {providers}"
 
@@ -131,16 +159,33 @@ class World:
     # -- reading ----------------------------------------------------------------------------
 
     def view(self) -> LedgerView:
-        """The ledger the invariants read: the scenario's view, or the reference ledger."""
-        if self.scenario.ledger_view is None:
+        """The ledger the invariants read: the scenario's view, or the reference ledger (if
+        the case's processes used it; a case without either has no ledger)."""
+        if self.scenario.ledger_view is not None:
+            return self.scenario.ledger_view(self.ctx)
+        if "ledger" in self.ctx.__dict__ or self.env.ledger_path.exists():
             return self.ctx.ledger
-        return self.scenario.ledger_view(self.ctx)
+        return _NO_LEDGER
 
-    def requests(self) -> list[ProviderRequest]:
-        """Every request every provider received, as its journal recorded it."""
+    def requests(self, deliveries: Mapping[str, int] | None = None) -> list[ProviderRequest]:
+        """Every request every provider received, as its journal recorded it, attributed to
+        the process whose credential it presented (``deliveries``: which message each worker
+        process delivered) and to the authority that credential was issued for."""
+        deliveries = deliveries or {}
+        issued = {
+            authority_fingerprint(change.authority): change.authority
+            for change in self.store.changes()
+            if change.authority is not None
+        }
         out = []
         for spec in self.env.providers:
             for record in self.providers[spec.name].journal.requests():
+                process, authority = None, None
+                if record.label:
+                    process, _, fingerprint = record.label.rpartition(".")
+                    authority = issued.get(fingerprint)
+                message = deliveries.get(process or "")
+                task = None if message is None else str(self.scenario.messages[message]["task_id"])
                 out.append(
                     ProviderRequest(
                         provider=spec.name,
@@ -157,6 +202,11 @@ class World:
                         idempotent=spec.idempotent,
                         object_id=record.object_id,
                         attempt_id=record.attempt_id,
+                        process=process or None,
+                        message=message,
+                        task_id=task,
+                        authority=authority,
+                        aliases=tuple(record.aliases),
                     )
                 )
         return out
@@ -164,7 +214,8 @@ class World:
     def state_lines(self) -> list[str]:
         """The final state without volatile ids: what two runs of a schedule must share."""
         view = self.view()
-        attempts = sorted(view.attempts(), key=lambda a: (a.created_at, a.idempotency_key))
+        # By creation time, else as the view lists them (a key may be random: never by key).
+        attempts = sorted(view.attempts(), key=lambda a: a.created_at)
         names: dict[str, str] = {}
 
         def name(key: str | None) -> str:
@@ -182,17 +233,64 @@ class World:
                 f"scope='{a.authority.scope_text}' policy={a.authority.policy_version} "
                 f"parent={name(parent.idempotency_key) if parent else '-'}"
             )
+        # Effects by what they did, not by their payload: a payload may hold what differs
+        # from run to run by design (a random key, a timestamp), not by recovery's doing.
         for spec in self.env.providers:
             for effect in self.providers[spec.name].journal.effects():
                 key = name(effect.idempotency_key or effect.correlation_id)
-                digest = (effect.args_hash or effect.payload_hash)[:12]
                 lines.append(
-                    f"effect {spec.name} key={key} args={digest} tenant={effect.tenant_id}"
+                    f"effect {spec.name} {effect.operation} key={key} tenant={effect.tenant_id}"
                 )
         return lines
 
     def authority_history(self) -> list[AuthorityChange]:
         return self.store.changes()
+
+
+class _NoLedger:
+    """The view of a case whose agent keeps no ledger the harness can read."""
+
+    provides: frozenset[str] = frozenset()
+
+    def attempts(self) -> list[Attempt]:
+        return []
+
+    def queue(self) -> list[QueueEntry]:
+        return []
+
+    def events(self) -> list[Event]:
+        return []
+
+
+_NO_LEDGER = _NoLedger()
+
+
+def _preamble(request: httpx.Request, response: httpx.Response) -> bytes:
+    """What the case's server tells a worker process before its response: hit B (a write the
+    provider accepted and applied, or replayed) and count C (the response arrived; the kill,
+    if any, comes at the worker's next fail point). Only processes of the case, which hook
+    their sockets, get it; the harness's own requests do not."""
+    from fake_providers import ResponseInfo
+
+    from .._inject.wire import encode_preamble
+
+    info = response.extensions.get("crashpoints")
+    if not isinstance(info, ResponseInfo) or not info.label:
+        return b""
+    process = info.label.rpartition(".")[0]
+    if not process or process == "harness":
+        return b""
+    points = ["B", "C"] if info.kind == "write" and info.status < 400 else ["C"]
+    context = {
+        "source": "server",
+        "provider": info.provider,
+        "method": request.method,
+        "path": request.url.path,
+        "status_code": info.status,
+        "operation": info.operation,
+        "idempotency_key": info.idempotency_key,
+    }
+    return encode_preamble(points, context)
 
 
 def authority_text(authority: Authority | None) -> str:

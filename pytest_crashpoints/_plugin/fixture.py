@@ -71,7 +71,7 @@ class CrashpointsFixture:
         self,
         *,
         worker: Callable[[Any, Context], object],
-        recover: Callable[[Context], object],
+        recover: Callable[[Context], object] | None = None,
         messages: Sequence[Mapping[str, Any]],
         authorities: Mapping[str, Authority] | None = None,
         ledger_view: Callable[[Context], LedgerView] | None = None,
@@ -80,14 +80,15 @@ class CrashpointsFixture:
     ) -> ExplorationReport:
         """Explore crash schedules of ``worker`` on ``messages``; fail the test on a violation.
 
-        ``worker(message, ctx)`` handles one message in a worker process; ``recover(ctx)``
-        runs recovery in its own process. ``authorities`` maps each task to its initial
-        authority (default: see :func:`default_authorities`). ``ledger_view(ctx)`` reads your
-        own ledger (default: the reference ledger). ``transport_points`` lets the HTTP
-        transport fire B and C (for workers that do not call ``crashpoint`` themselves).
-        ``reference_messages`` (the same work, as messages for :func:`reference_worker`)
-        turns on the differential check: every schedule also runs on the reference worker,
-        and the report lists where the final outcomes differ.
+        ``worker(message, ctx)`` handles one message in a worker process; ``recover(ctx)`` runs
+        recovery in its own process (leave it out if the agent has none: the queue's redelivery
+        of a dead worker's message is then all that finishes the work). ``authorities`` maps
+        each task to its initial authority (default: see :func:`default_authorities`).
+        ``ledger_view(ctx)`` reads your own ledger (default: the reference ledger).
+        ``transport_points`` lets the HTTP transport fire B and C (for workers that do not call
+        ``crashpoint`` themselves). ``reference_messages`` (the same work, as messages for
+        :func:`reference_worker`) turns on the differential check: every schedule also runs on
+        the reference worker, and the report lists where the final outcomes differ.
 
         Returns the report when every schedule passed (or, with ``expect=``, when the
         expected violation was caught).
@@ -154,12 +155,25 @@ class CrashpointsFixture:
             return report
         if report.failure is not None:
             pytest.fail(render_failure(report), pytrace=False)
-        if settings.strict_coverage and report.unreached and settings.replay is None:
-            pytest.fail(
-                f"crashpoints: {self.nodeid} declares point(s) {', '.join(report.unreached)} "
-                f"but no case reached them in {report.cases} case(s): a test that never "
-                "reaches a point proves nothing about it. Reach them, or drop them from "
-                "points=.",
-                pytrace=False,
-            )
+        if settings.strict_coverage and settings.replay is None:
+            gaps = [
+                f"point(s) {', '.join(report.unreached)} declared but never reached"
+                if report.unreached
+                else "",
+                f"point(s) {', '.join(report.unkilled)} reached but never killed (no kill "
+                "scheduled there took effect)"
+                if report.unkilled
+                else "",
+                *(f"not checked: {line}" for line in report.unchecked),
+            ]
+            gaps = [gap for gap in gaps if gap]
+            if gaps:
+                pytest.fail(
+                    f"crashpoints: {self.nodeid} (strict coverage) in {report.cases} case(s): "
+                    + "; ".join(gaps)
+                    + ". A test that never kills at a point, or cannot check an invariant, "
+                    "proves nothing about it: reach and kill the points (or drop them from "
+                    "points=), and read the columns the checks need in your ledger view.",
+                    pytrace=False,
+                )
         return report

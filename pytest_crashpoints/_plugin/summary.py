@@ -52,6 +52,17 @@ def summary_lines(results: Iterable[Mapping[str, Any]], *, seed: int | None) -> 
                 f"UNREACHED in {result['nodeid']}: {', '.join(result['unreached'])} "
                 "(declared but never reached: it proves nothing about them)"
             )
+        if result.get("unkilled") and not result.get("failure"):
+            lines.append(
+                f"NEVER KILLED in {result['nodeid']}: {', '.join(result['unkilled'])} "
+                "(reached, but no kill scheduled there took effect)"
+            )
+        unchecked = result.get("unchecked") or ()
+        if unchecked and not result.get("failure"):
+            lines.append(
+                f"NOT CHECKED in {result['nodeid']} (the ledger view reads too little): "
+                + "; ".join(unchecked)
+            )
         differences = result.get("differences") or []
         if differences:
             first = differences[0]

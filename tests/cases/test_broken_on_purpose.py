@@ -92,7 +92,7 @@ def fresh_key_worker(message: Mapping[str, Any], ctx: Context) -> None:
 def test_1_a_fresh_key_per_try_sends_twice(tmp_path: Path) -> None:
     result = caught(scenario(fresh_key_worker), Schedule((Deliver(0, KillAt("A")),)), tmp_path, 1)
     [violation] = result.violations
-    assert "caused 2 email effects" in violation.message
+    assert "message 0's mail.send happened twice at email" in violation.message
     assert "email: it has no idempotency" in violation.message
     assert "before them: worker-1 was killed at A (hit 1)" in violation.message
     assert len(violation.attempt_ids) == 2  # two attempts, two keys, one logical effect
@@ -118,8 +118,8 @@ def test_2_work_skipped_after_a_crash_is_reported_as_dropped(tmp_path: Path) -> 
         2,
     )
     [violation] = result.violations
-    assert "message t-1 was delivered and its send_email" in violation.message
-    assert "silently dropped: no attempt in the ledger and no effect at the provider" in (
+    assert "message 0 (task t-1) was delivered and its mail.send at email" in violation.message
+    assert "silently dropped: no effect at the provider and no attempt in review" in (
         violation.message
     )
 
@@ -198,7 +198,12 @@ def test_4_a_request_under_wider_credentials(tmp_path: Path) -> None:
     )
     result = caught(case, Schedule((Deliver(0),)), tmp_path, 4, quiet_day_ok=False)
     violation = result.violations[0]  # the send; the lookup that confirmed it is the next
-    assert "email request req_" in violation.message
+    assert "email request sg_req_" in violation.message
+    # The harness issued the worker a credential for the admin task's authority (ground
+    # truth), and the ledger says the attempt was made under a narrower one.
+    assert "made at t=1s for task t-1 under tenant 'tenant-7', scope 'email:read email:write " in (
+        violation.message
+    )
     assert "made with scope wider than the attempt's: payments:write" in violation.message
 
 

@@ -166,7 +166,8 @@ def test_two_recoveries_racing_never_dispatch_twice(tmp_path: Path) -> None:
             _three_unknown_emails(world.ctx)
             world.clock.advance(1000)  # past the dead worker's lease and the search lag
             calls = [
-                functools.partial(_recover_as, env, who) for who in ("recovery-a", "recovery-b")
+                functools.partial(_recover_as, world.env, who)
+                for who in ("recovery-a", "recovery-b")
             ]
             # Even rounds race freely. Odd rounds hold recovery-b at its first ledger write,
             # let recovery-a claim and look up the first attempt, run recovery-b to its end,

@@ -17,6 +17,7 @@ from pytest_crashpoints.harness import (
     RecoveryRerun,
     Violation,
     check_all,
+    unchecked,
 )
 from pytest_crashpoints.ledger import QueueEntry
 
@@ -48,6 +49,9 @@ def attempt(**changes: object) -> Attempt:
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 
 
+PAYLOAD = "p" * 64
+
+
 def request(**changes: object) -> ProviderRequest:
     base = ProviderRequest(
         provider="email",
@@ -55,15 +59,24 @@ def request(**changes: object) -> ProviderRequest:
         at=1.0,
         tenant_id="tenant-7",
         scope=frozenset({"email:send"}),
-        kind="send",
+        kind="mail.send",
         operation_key="invoice:inv-7",
         args_hash=HASH,
-        payload_hash="p" * 64,
+        payload_hash=PAYLOAD,
         status=202,
         effect_applied=True,
         idempotent=False,
+        object_id="msg-1",
+        process="worker-1",
+        message=0,
+        task_id="t-1",
+        authority=AUTH,
     )
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+#: What the fault-free run of the same message did: one email.
+BASELINE = (ExpectedEffect("email", "mail.send", PAYLOAD, 0, "t-1", "r-0"),)
 
 
 def queue_entry(a: Attempt) -> QueueEntry:
@@ -89,7 +102,7 @@ def evidence(**changes: object) -> Evidence:
         requests=(request(),),
         observations=(Observation(1, 1.0, "deliver t-1", (a,), ()),),
         authority_history=(AuthorityChange(1, "t-1", 0.0, AUTH, "initial"),),
-        expected_effects=(ExpectedEffect("t-1", "send_email", HASH),),
+        expected_effects=BASELINE,
     )
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 
@@ -102,36 +115,96 @@ def test_a_clean_case_has_no_violations() -> None:
     assert fired(evidence()) == []
 
 
-def test_1_two_emails_for_one_attempt() -> None:
+def test_1_two_emails_for_one_message() -> None:
     ev = evidence(
-        requests=(request(), request(request_id="r-2", at=9.0)),
-        incidents=(Incident(5.0, "the worker was killed at B (hit 1)"),),
+        requests=(
+            request(),
+            request(request_id="r-2", at=9.0, process="recovery-2", message=None, task_id=None),
+        ),
+        incidents=(Incident(5.0, "worker-1 was killed at B (hit 1)"),),
     )
     [v] = [v for v in fired(ev) if v.invariant == 1]
     assert v.attempt_ids == ("a-1",)
-    assert "attempt a-1 (send_email, args " in v.message
-    assert "caused 2 email effects: requests r-1 at t=1s and r-2 at t=9s" in v.message
+    assert "mail.send happened twice at email" in v.message
+    assert "r-1 at t=1s by worker-1 (delivering message 0)" in v.message
+    assert "r-2 at t=9s by recovery-2" in v.message
     assert "email: it has no idempotency" in v.message
-    assert "the worker was killed at B (hit 1)" in v.message
+    assert "worker-1 was killed at B (hit 1)" in v.message
 
 
-def test_1_fresh_keys_do_not_hide_a_double_charge() -> None:
-    ev = evidence(
-        attempts=(
-            attempt(),
-            attempt(attempt_id="a-2", idempotency_key="random-2", state=State.FAILED),
-        ),
-        requests=(
-            request(provider="payments", idempotent=True),
-            request(
-                provider="payments", idempotent=True, request_id="r-2", operation_key="random-2"
-            ),
-        ),
+def _charges(*keys: str | None, payloads: tuple[str, ...] = ("c" * 64, "c" * 64)) -> Evidence:
+    """Two charges for message 0 of a payments provider that honours keys, the ledger
+    recording (or not) whatever the agent chose."""
+    requests = tuple(
+        request(
+            provider="payments",
+            kind="charges.create",
+            idempotent=True,
+            request_id=f"req-{n}",
+            at=float(n),
+            operation_key=key,
+            args_hash=None,
+            payload_hash=payload,
+            object_id=f"ch_{n}",
+        )
+        for n, (key, payload) in enumerate(zip(keys, payloads, strict=True), start=1)
     )
+    baseline = (ExpectedEffect("payments", "charges.create", "c" * 64, 0, "t-1", "req-0"),)
+    return evidence(requests=requests, expected_effects=baseline, attempts=(), observations=())
+
+
+@pytest.mark.parametrize(
+    ("ev", "why"),
+    [
+        (_charges("key-1", "key-2"), "the keys differed"),
+        (  # the agent kept no key at all, and no ledger the harness can read
+            dataclasses.replace(_charges(None, None), ledger_columns=frozenset()),
+            "the same effect was applied twice",
+        ),
+        (  # a payload that differs from try to try: still one message's charge twice
+            _charges("key-1", "key-2", payloads=("d" * 64, "e" * 64)),
+            "the keys differed",
+        ),
+    ],
+    ids=["fresh-key-per-try", "no-key-no-ledger", "volatile-payload"],
+)
+def test_1_a_double_charge_shows_whatever_the_agent_recorded(ev: Evidence, why: str) -> None:
     ones = [v for v in fired(ev) if v.invariant == 1]
-    assert len(ones) == 1
-    assert "the keys differed" in ones[0].message
-    assert set(ones[0].attempt_ids) == {"a-1", "a-2"}
+    assert len(ones) == 1, ones
+    assert "message 0's charges.create happened twice at payments" in ones[0].message
+    assert why in ones[0].message
+
+
+def test_1_what_the_fault_free_run_did_is_no_duplicate() -> None:
+    # Two different emails for two messages, both in the baseline: fine.
+    two = (
+        request(),
+        request(request_id="r-2", message=1, task_id="t-2", payload_hash="q" * 64),
+    )
+    baseline = (*BASELINE, ExpectedEffect("email", "mail.send", "q" * 64, 1, "t-2", "r-9"))
+    history = (
+        AuthorityChange(1, "t-1", 0.0, AUTH, "initial"),
+        AuthorityChange(2, "t-2", 0.0, AUTH, "initial"),
+    )
+    ev = evidence(requests=two, expected_effects=baseline, authority_history=history)
+    assert [v for v in fired(ev) if v.invariant == 1] == []
+    # An idempotent replay is no effect, and a new kind of effect (a refund) is no repeat.
+    replay = request(request_id="r-3", effect_applied=False)
+    refund = request(request_id="r-4", kind="refunds.create", provider="email")
+    ev = evidence(requests=(request(), replay, refund))
+    assert [v for v in fired(ev) if v.invariant == 1] == []
+
+
+def test_1_the_fault_free_run_itself_is_checked_on_payloads() -> None:
+    twice = (request(), request(request_id="r-2", at=2.0))
+    [v] = [v for v in fired(evidence(requests=twice, expected_effects=None)) if v.invariant == 1]
+    assert "made it once before" not in v.message and "the same payload once before" in v.message
+    other_message = (request(), request(request_id="r-2", message=1, task_id="t-2"))
+    assert not [
+        v
+        for v in fired(evidence(requests=other_message, expected_effects=None))
+        if v.invariant == 1
+    ]
 
 
 @pytest.mark.parametrize(
@@ -148,7 +221,7 @@ def test_1_fresh_keys_do_not_hide_a_double_charge() -> None:
         ),
         (
             evidence(requests=(request(args_hash="9" * 64),)),
-            "1 effect(s) for key 'invoice:inv-7', 0 with its arguments hash",
+            "1 effect(s) for what the row names (invoice:inv-7, msg-1, r-1), 0 with its arguments",
         ),
     ],
     ids=["not-final", "confirmed-without-effect", "failed-with-effect", "other-payload"],
@@ -160,20 +233,42 @@ def test_2_ledger_must_agree_with_the_provider(ev: Evidence, fragment: str) -> N
 
 
 def test_2_an_effect_no_attempt_records() -> None:
-    ev = evidence(
-        attempts=(), observations=(), requests=(request(args_hash="e" * 64),), expected_effects=()
-    )
+    ev = evidence(attempts=(), observations=(), expected_effects=None)
     [v] = fired(ev)
     assert v.invariant == 2
     assert "no attempt in the ledger records it" in v.message
+
+
+def test_2_a_row_that_never_learned_what_happened_may_stand_for_the_effect() -> None:
+    blank = attempt(idempotency_key="", provider_request_id=None, result_ref=None)
+    reviewed = evidence(attempts=(dataclasses.replace(blank, state=State.MANUAL_REVIEW),))
+    assert fired(reviewed) == []
+    confirmed = evidence(attempts=(blank,))
+    assert {v.invariant for v in fired(confirmed)} == {2, 3}
 
 
 def test_2_a_silently_dropped_message() -> None:
     ev = evidence(attempts=(), requests=(), observations=())
     [v] = fired(ev)
     assert v.invariant == 2
-    assert "message t-1 was delivered and its send_email" in v.message
+    assert "message 0 (task t-1) was delivered and its mail.send at email" in v.message
     assert "silently dropped" in v.message
+    # A row in review accounts for the missing effect: a person decides.
+    in_review = attempt(state=State.MANUAL_REVIEW, provider_request_id=None, result_ref=None)
+    assert fired(evidence(attempts=(in_review,), requests=(), observations=())) == []
+
+
+def test_2_without_a_link_column_only_the_final_states_are_checked() -> None:
+    no_links = frozenset({"attempt_id", "state", "task_id"})
+    lonely = attempt(state=State.OUTCOME_CONFIRMED)
+    assert fired(evidence(attempts=(lonely,), requests=(), ledger_columns=no_links)) == [
+        # the email is gone and nothing in review stands for it
+        v
+        for v in fired(evidence(attempts=(lonely,), requests=(), ledger_columns=no_links))
+        if "silently dropped" in v.message
+    ]
+    stuck = evidence(attempts=(attempt(state=State.UNKNOWN),), ledger_columns=no_links)
+    assert [v.invariant for v in fired(stuck)] == [2]
 
 
 @pytest.mark.parametrize(
@@ -216,7 +311,18 @@ def test_4_no_request_under_changed_authority() -> None:
     )
     violations = fired(evidence(authority_history=history))
     assert {v.invariant for v in violations} == {4}
-    assert "under authority that had changed" in violations[0].message
+    assert "by worker-1 (delivering message 0) was made at t=1s for task t-1 under tenant" in (
+        violations[0].message
+    )
+    assert "but the task then held tenant 'tenant-7', scope '', policy 'p2'" in (
+        violations[0].message
+    )
+    # Without the harness's credential, the ledger's recorded authority still tells.
+    anonymous = evidence(
+        authority_history=history, requests=(request(authority=None, process=None),)
+    )
+    [v] = fired(anonymous)
+    assert "under authority that had changed" in v.message
     # The same request before the change is fine.
     assert (
         fired(
@@ -276,4 +382,48 @@ def test_violation_text_names_the_invariant_and_shows_evidence() -> None:
     text = str(v)
     assert text.startswith("invariant 2 (every attempt ends CONFIRMED, FAILED or MANUAL_REVIEW")
     assert "ledger: a-1 task=t-1 tool=send_email key=invoice:inv-7 state=FAILED" in text
-    assert "journal: email r-1 t=1s send key=invoice:inv-7" in text
+    assert "key=invoice:inv-7 payload=pppppppp…" in text
+    assert "journal: email r-1 t=1s mail.send by worker-1 (delivering message 0)" in text
+
+
+def test_4_a_credential_no_task_held_any_more() -> None:
+    stale = Authority.of(tenant_id="tenant-7", credential_scope="email:send", policy_version="p0")
+    recovery = request(process="recovery-3", message=None, task_id=None, authority=stale, at=5.0)
+    ev = evidence(requests=(recovery,), attempts=(), observations=(), expected_effects=None)
+    fours = [v for v in fired(ev) if v.invariant == 4]
+    assert len(fours) == 1
+    assert "by recovery-3 was made under tenant 'tenant-7', scope 'email:send', policy 'p0'" in (
+        fours[0].message
+    )
+    assert "which no task held at t=5s" in fours[0].message
+
+
+def test_5_an_owner_is_not_asked_of_a_view_without_one() -> None:
+    in_flight = attempt(state=State.UNKNOWN, owner=None)
+    seen = Observation(3, 2.0, "after kill at B", (in_flight,), (queue_entry(in_flight),))
+    no_owner = frozenset({"attempt_id", "state", "idempotency_key"})
+    fives = fired(evidence(observations=(seen,), ledger_columns=no_owner))
+    assert [v for v in fives if v.invariant == 5] == []
+
+
+def test_3_an_issue_number_is_a_request_id_the_provider_issued() -> None:
+    issue = request(provider="tickets", kind="issues.create", object_id="o/r#7", aliases=("7",))
+    ev = evidence(attempts=(attempt(provider_request_id="7"),), requests=(issue,))
+    assert [v for v in fired(ev) if v.invariant == 3] == []
+
+
+def test_what_a_narrow_view_leaves_unchecked_is_said() -> None:
+    assert unchecked(None) == []
+    [nothing] = unchecked(frozenset())
+    assert "no ledger" in nothing
+    lines = unchecked(frozenset({"attempt_id", "state"}))
+    assert any("invariant 2 (the ledger agrees with the provider)" in line for line in lines)
+    assert any("no args_json column" in line for line in lines)
+    assert any("no owner column" in line for line in lines)
+    full = unchecked(
+        frozenset(
+            {"attempt_id", "state", "idempotency_key", "args_json", "args_hash", "owner",
+             "provider_request_id", "tenant_id", "credential_scope", "policy_version"}
+        )
+    )
+    assert full == []

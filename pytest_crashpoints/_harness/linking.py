@@ -1,0 +1,117 @@
+"""How the checkers tie things together: ledger rows to provider requests, and a case's
+effects to those of the fault-free run.
+
+A row is tied to a request by whatever the agent really stored: its idempotency key (the
+``Idempotency-Key`` or correlation header the request carried), the provider's request id,
+or the id of what the request created, in any form the provider's API shows (a charge id, a
+message id, an issue number or its URL). Nothing in the request's payload is needed.
+
+A case's effects are compared with the fault-free run's (the providers' journals of both,
+attributed to messages by the harness's credentials): an effect there is matched by provider,
+operation and payload hash, or, for payloads that differ from run to run (a timestamp, a
+random id), by provider, operation and message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+from .._ledger.records import Attempt
+from .evidence import Evidence, ExpectedEffect, ProviderRequest
+
+__all__ = [
+    "LINK_COLUMNS",
+    "Comparison",
+    "compare_with_baseline",
+    "requests_of",
+    "stored_links",
+    "twin_of",
+]
+
+#: The ledger columns that can tie a row to a provider request.
+LINK_COLUMNS = ("idempotency_key", "provider_request_id", "result_ref")
+
+
+def stored_links(attempt: Attempt, evidence: Evidence) -> frozenset[str]:
+    """The values the row stored that may name a request or what it created."""
+    values = [
+        getattr(attempt, column) for column in LINK_COLUMNS if evidence.reads(column)
+    ]
+    return frozenset(str(value) for value in values if value)
+
+
+def requests_of(attempt: Attempt, evidence: Evidence) -> list[ProviderRequest]:
+    """The provider requests the row names (any of its stored values), in journal order."""
+    links = stored_links(attempt, evidence)
+    return [
+        r
+        for r in evidence.requests
+        if (links & r.identifiers)
+        or (r.attempt_id is not None and r.attempt_id == attempt.attempt_id)
+    ]
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """A case's effects against the fault-free run's."""
+
+    matched: tuple[tuple[ExpectedEffect, ProviderRequest], ...]
+    extra: tuple[ProviderRequest, ...]
+    missing: tuple[ExpectedEffect, ...]
+
+
+def _same_message(expected: ExpectedEffect, effect: ProviderRequest) -> bool:
+    return expected.message is not None and expected.message == effect.message
+
+
+def compare_with_baseline(
+    expected: Sequence[ExpectedEffect], effects: Sequence[ProviderRequest]
+) -> Comparison:
+    """Match each effect to one effect of the fault-free run, the closest first."""
+    passes: list[Callable[[ExpectedEffect, ProviderRequest], bool]] = [
+        lambda e, f: e.payload_hash == f.payload_hash and _same_message(e, f),
+        lambda e, f: e.payload_hash == f.payload_hash,
+        lambda e, f: _same_message(e, f),
+        lambda e, f: f.message is None,  # a recovery run's, with a payload of its own
+    ]
+    left = list(expected)
+    unmatched = list(effects)
+    matched: list[tuple[ExpectedEffect, ProviderRequest]] = []
+    for fits in passes:
+        still: list[ProviderRequest] = []
+        for effect in unmatched:
+            found = next(
+                (
+                    e
+                    for e in left
+                    if e.provider == effect.provider
+                    and e.operation == effect.kind
+                    and fits(e, effect)
+                ),
+                None,
+            )
+            if found is None:
+                still.append(effect)
+            else:
+                left.remove(found)
+                matched.append((found, effect))
+        unmatched = still
+    return Comparison(tuple(matched), tuple(unmatched), tuple(left))
+
+
+def twin_of(extra: ProviderRequest, effects: Sequence[ProviderRequest]) -> ProviderRequest | None:
+    """Another effect that ``extra`` repeats: the same operation at the same provider, with
+    the same payload or for the same message (or with no message to tell them apart)."""
+    same = [
+        other
+        for other in effects
+        if other is not extra and other.provider == extra.provider and other.kind == extra.kind
+    ]
+    for other in same:
+        if other.payload_hash == extra.payload_hash:
+            return other
+    for other in same:
+        if other.message is None or extra.message is None or other.message == extra.message:
+            return other
+    return None

@@ -1,0 +1,20 @@
+"""The mailer that sends, then marks the row sent (see ``scenarios/jobs_mailer.py``): killed
+between the two (B), its job is delivered again, still ``pending``, and sent a second time.
+Caught by invariant 1 from the email provider's own journal: the mailer records no key, no
+request id, nothing that would link its row to the mail; the harness needs none of it."""
+
+import pytest
+
+from scenarios import jobs_mailer
+from scenarios.test_jobs_mailer import JOB, jobs
+
+
+def worker(job, ctx):
+    url, key = ctx.base_url("email"), ctx.api_key("email", job["task_id"])
+    db = ctx.env.path / "jobs.db"
+    return jobs_mailer.handle_sends_then_marks(job, db=db, api_url=url, api_key=key)
+
+
+@pytest.mark.crashpoints(points="ABC", providers=["email"], mode="exhaustive", expect=1)
+def test_a_job_sent_then_marked_is_sent_twice(crashpoints):
+    crashpoints.run(worker=worker, messages=[JOB], ledger_view=jobs)

@@ -1,0 +1,100 @@
+"""A mailer with a four-column job table, as many teams write one: nothing of the harness in it.
+
+Each job is one row (id, recipient, body, status) in the worker's own SQLite file; the mail
+goes out through a SendGrid-style v3 API with plain httpx. The only things a crash test
+changes are where the API is and the key (``api_url``, ``api_key``), and where the database
+file is.
+
+Two versions of the same worker:
+
+- :func:`handle_sends_then_marks` records the job, sends, and only then marks the row
+  ``sent``. A redelivered job whose row is still ``pending`` is sent again: after a crash
+  between the send and the mark, the customer gets the mail twice.
+- :func:`handle_parks_the_ambiguous` is the fix: a job found ``pending`` may or may not have
+  been sent, and a mail API without idempotency cannot say, so it is parked for a person
+  (``review``) instead of sent again.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS jobs (id TEXT PRIMARY KEY, recipient TEXT, body TEXT, status TEXT)"
+)
+
+
+def _open(db: str | Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(db, timeout=10.0)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(SCHEMA)
+    conn.commit()
+    return conn
+
+
+def _send(job: Mapping[str, Any], *, api_url: str, api_key: str) -> None:
+    response = httpx.post(
+        f"{api_url}/v3/mail/send",
+        headers={"Authorization": f"Bearer {api_key}"},
+        json={
+            "personalizations": [{"to": [{"email": job["recipient"]}]}],
+            "from": {"email": "billing@example.com"},
+            "subject": "Your invoice",
+            "content": [{"type": "text/plain", "value": job["body"]}],
+        },
+        timeout=10.0,
+    )
+    response.raise_for_status()
+
+
+def handle_sends_then_marks(
+    job: Mapping[str, Any], *, db: str | Path, api_url: str, api_key: str
+) -> str:
+    """BUG: record, send, mark. A redelivery of a job left ``pending`` sends it again."""
+    conn = _open(db)
+    try:
+        row = conn.execute("SELECT status FROM jobs WHERE id = ?", (job["task_id"],)).fetchone()
+        if row is not None and row[0] == "sent":
+            return "sent"  # done before: acknowledge the redelivery
+        with conn:
+            conn.execute(
+                "INSERT OR IGNORE INTO jobs VALUES (?, ?, ?, 'pending')",
+                (job["task_id"], job["recipient"], job["body"]),
+            )
+        _send(job, api_url=api_url, api_key=api_key)
+        with conn:
+            conn.execute("UPDATE jobs SET status = 'sent' WHERE id = ?", (job["task_id"],))
+        return "sent"
+    finally:
+        conn.close()
+
+
+def handle_parks_the_ambiguous(
+    job: Mapping[str, Any], *, db: str | Path, api_url: str, api_key: str
+) -> str:
+    """The fix: a job found ``pending`` may have been sent; park it for review."""
+    conn = _open(db)
+    try:
+        row = conn.execute("SELECT status FROM jobs WHERE id = ?", (job["task_id"],)).fetchone()
+        if row is not None and row[0] in ("sent", "review"):
+            return str(row[0])
+        if row is not None:  # pending: a worker died between its send and its mark
+            with conn:
+                conn.execute("UPDATE jobs SET status = 'review' WHERE id = ?", (job["task_id"],))
+            return "review"
+        with conn:
+            conn.execute(
+                "INSERT INTO jobs VALUES (?, ?, ?, 'pending')",
+                (job["task_id"], job["recipient"], job["body"]),
+            )
+        _send(job, api_url=api_url, api_key=api_key)
+        with conn:
+            conn.execute("UPDATE jobs SET status = 'sent' WHERE id = ?", (job["task_id"],))
+        return "sent"
+    finally:
+        conn.close()
