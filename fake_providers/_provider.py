@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
 import re
 import sqlite3
@@ -37,7 +38,7 @@ import httpx
 from pytest_crashpoints.errors import ArgumentsError
 from pytest_crashpoints.ledger import args_hash
 
-from ._faults import ActiveFault, Faults, RequestKind, take
+from ._faults import LOST_RESPONSES, ActiveFault, Faults, RequestKind, take
 from ._journal import Journal, next_counter
 from ._keys import ApiKey, Keys, covers
 from ._settings import ProviderSettings, Settings
@@ -380,6 +381,7 @@ class Provider:
                     take(conn, "rate_limit", kind)
                     or take(conn, "server_error", kind)
                     or take(conn, "lookup_timeout", kind)
+                    or take(conn, "write_timeout", kind)
                 )
                 if route.search and fired is None:
                     miss = take(conn, "search_miss", kind)
@@ -414,8 +416,8 @@ class Provider:
             status = int(fault.value or 500)
             reply = self.error(status, "The provider had an internal error; nothing was applied.")
             return self._finish(ctx, reply, fault="server_error")
-        assert fault.kind == "lookup_timeout"
-        self._record(ctx, Reply(status=0), fault="lookup_timeout", status=None)
+        assert fault.kind in ("lookup_timeout", "write_timeout")
+        self._record(ctx, Reply(status=0), fault=fault.kind, status=None)
         raise httpx.ReadTimeout("The read operation timed out", request=ctx.request)
 
     def _record(
@@ -482,15 +484,26 @@ class Provider:
                     ),
                 )
                 lost = take(conn, "response_lost", "write")
-            if lost is not None:
-                fault = "response_lost"
-            self._record(ctx, reply, fault=fault, status=reply.status, conn=conn)
+            variant = None if lost is None else LOST_RESPONSES[int(lost.value or 0)]
+            if variant is not None:
+                fault = "response_lost" if variant == "reset" else f"response_lost:{variant}"
+            self._record(
+                ctx, reply, fault=fault, status=502 if variant == "502" else reply.status,
+                conn=conn,
+            )
             if reply.on_commit is not None:
                 reply.on_commit(conn, reply)
-        if lost is not None:
+        if variant == "reset":
             raise httpx.RemoteProtocolError(
                 "Server disconnected without sending a response.", request=ctx.request
             )
+        if variant == "timeout":
+            raise httpx.ReadTimeout("The read operation timed out", request=ctx.request)
+        if variant == "502":
+            # A gateway in front of the provider lost the answer: the effect is applied.
+            gateway = self.error(502, "Bad gateway: the upstream answer was lost.")
+            gateway.headers[self.request_id_header] = ctx.request_id
+            reply = dataclasses.replace(gateway, effect=reply.effect, object_id=reply.object_id)
         key = ctx.key or ctx.presented
         info = ResponseInfo(
             operation=ctx.route.operation if ctx.route else None,

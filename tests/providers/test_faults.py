@@ -197,3 +197,53 @@ def test_switches_are_seen_by_another_instance_of_the_same_journal(
     finally:
         first.close()
         second.close()
+
+
+@pytest.mark.parametrize("variant", ["timeout", "502"])
+def test_a_lost_response_can_look_like_a_timeout_or_a_bad_gateway(
+    provider: Provider, connect: Connect, way: str, variant: str
+) -> None:
+    client = connect(provider)
+    write = WRITES[provider.name]
+    provider.faults.lose_responses(1, variant=variant)  # type: ignore[arg-type]
+    if variant == "502":
+        gateway = write(client)
+        assert gateway.status_code == 502  # ... and yet the provider applied it
+    elif way == "inprocess":
+        with pytest.raises(httpx.ReadTimeout):
+            write(client)
+    else:  # over loopback a timeout and a reset look alike: the connection just closes
+        with pytest.raises(httpx.TransportError):
+            write(client)
+    [effect] = provider.journal.effects()
+    [request] = provider.journal.requests()
+    assert request.fault == f"response_lost:{variant}" and request.effect_applied
+    assert effect.request_id == request.request_id
+    if variant == "502":
+        assert request.status == 502
+
+
+def test_a_write_timeout_applies_nothing(provider: Provider, connect: Connect, way: str) -> None:
+    client = connect(provider)
+    provider.faults.write_timeouts(1)
+    with pytest.raises(httpx.ReadTimeout if way == "inprocess" else httpx.TransportError):
+        WRITES[provider.name](client)
+    assert provider.journal.effects() == []
+    [request] = provider.journal.requests()
+    assert (request.fault, request.effect_applied) == ("write_timeout", False)
+    assert WRITES[provider.name](client).status_code in (200, 201, 202)
+
+
+def test_after_lets_requests_through_before_the_switch_acts(
+    provider: Provider, connect: Connect, way: str
+) -> None:
+    client = connect(provider)
+    write = WRITES[provider.name]
+    provider.faults.lose_responses(1, after=2)
+    assert write(client).status_code in (200, 201, 202)
+    assert write(client).status_code in (200, 201, 202)
+    with pytest.raises(lost(way)):
+        write(client)
+    assert [r.fault for r in provider.journal.requests()] == [None, None, "response_lost"]
+    with pytest.raises(ValueError, match="after must be how many"):
+        provider.faults.server_errors(1, after=-1)
