@@ -45,6 +45,8 @@ class Deploy(Provider):
     name = "deploy"
     default_base_url = "https://deploy.crashpoints.test"
     request_id_prefix = "dep_req_"
+    has_lookup = False
+    has_search = False
 
     def routes(self) -> list[Route]:
         return [

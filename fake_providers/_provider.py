@@ -208,6 +208,10 @@ class Provider:
 
     name: ClassVar[str]
     default_base_url: ClassVar[str]
+    #: Whether a client can ask the provider if an effect happened (by id, list or search).
+    has_lookup: ClassVar[bool] = True
+    #: Whether it has a search, which lags behind writes (``settings.search_lag``).
+    has_search: ClassVar[bool] = True
     request_id_header: ClassVar[str] = "X-Request-Id"
     #: Request ids differ between providers, as real ones do: a ledger row that stored one
     #: names one request of one provider.

@@ -5,8 +5,9 @@ For tools built on pytest-crashpoints and for tests that steer processes themsel
 - one case (:func:`run_case` of a :class:`Scenario` under a :class:`Schedule`, giving a
   :class:`CaseResult`) and the exploration of many (:func:`explore`, :class:`CrashSettings`,
   :class:`ExplorationReport`);
-- schedules and their steps (:class:`Deliver`, :class:`KillAt`, :class:`ChangeAuthority`,
-  :class:`LookupTimeouts`, :class:`Recover`, :class:`Advance`) and replay tokens
+- schedules and their steps (:class:`Deliver`, :class:`KillAt`, :class:`Midway`,
+  :class:`ChangeAuthority`, :class:`LookupTimeouts`, :class:`LoseResponse`, :class:`Refuse`,
+  :class:`SearchLag`, :class:`Recover`, :class:`Advance`) and replay tokens
   (:func:`replay_token`, :func:`read_token`);
 - workers in real subprocesses (:func:`run_worker`, :func:`start_worker`, :class:`Worker`, the
   outcomes :class:`Completed`, :class:`Killed`, :class:`Raised`, :class:`TimedOut`,
@@ -53,8 +54,12 @@ from ._harness.schedule import (
     Deliver,
     KillAt,
     LookupTimeouts,
+    LoseResponse,
+    Midway,
     Recover,
+    Refuse,
     Schedule,
+    SearchLag,
     Space,
     Step,
     covering_schedules,
@@ -111,6 +116,8 @@ __all__ = [
     "KillAt",
     "Killed",
     "LookupTimeouts",
+    "LoseResponse",
+    "Midway",
     "Observation",
     "Outcome",
     "Pause",
@@ -121,9 +128,11 @@ __all__ = [
     "Recover",
     "RecoveryRerun",
     "Redelivery",
+    "Refuse",
     "RunDir",
     "Scenario",
     "Schedule",
+    "SearchLag",
     "Space",
     "StartMethod",
     "Step",

@@ -32,7 +32,7 @@ A tool adapter is a plain object that satisfies :class:`ToolAdapter`; no base cl
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeAlias
 
 from .._inject.failpoints import crashpoint, crashpoint_context
@@ -136,6 +136,7 @@ def guarded_call(
     authority: Authority,
     actor: str,
     lease_seconds: float = 60.0,
+    current_authority: Callable[[], Authority | None] | None = None,
 ) -> Attempt:
     """Perform one tool call in the safe order and return the attempt as it ends.
 
@@ -144,6 +145,11 @@ def guarded_call(
     owns, or that was already dispatched, is returned in flight for that process or for
     recovery to finish. The returned state is OUTCOME_CONFIRMED only when a durable receipt or
     the provider's lookup proved the effect; a lost or unconfirmed response leaves UNKNOWN.
+
+    ``current_authority()``, if given, returns the task's authority now (``None``: revoked).
+    It is asked again just before the request leaves: if the authority changed since
+    ``authority`` (revoked, narrowed, another tenant or policy), nothing is sent and the
+    attempt goes to MANUAL_REVIEW with the reason, for a person to decide.
 
     Raises :class:`ArgumentsError` for arguments that cannot be normalized (nothing written),
     and :class:`IdempotencyKeyConflict` when the key already names other arguments.
@@ -167,6 +173,20 @@ def guarded_call(
             return attempt
     where = {"tool": adapter.tool_name, "task_id": task_id, "attempt_id": attempt.attempt_id}
     crashpoint("A", **where)
+    if current_authority is not None:
+        now = current_authority()
+        if now != authority:
+            changed = "revoked" if now is None else "changed"
+            try:
+                return ledger.transition(
+                    attempt.attempt_id,
+                    State.MANUAL_REVIEW,
+                    expected=State.INTENT_RECORDED,
+                    actor=actor,
+                    reason=f"the task's authority was {changed} before dispatch: nothing sent",
+                )
+            except IllegalTransition:
+                return ledger.get(attempt.attempt_id)
     try:
         attempt = ledger.transition(
             attempt.attempt_id,

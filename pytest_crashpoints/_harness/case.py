@@ -58,6 +58,8 @@ class CaseResult:
     run_dir: Path | None
     #: Per message: how often its first delivery reached each fail point.
     delivery_hits: Mapping[int, Mapping[str, int]] = dataclasses.field(default_factory=dict)
+    #: Per message: how often its first delivery marked A itself (between tool calls).
+    delivery_own_a: Mapping[int, int] = dataclasses.field(default_factory=dict)
     #: The final outcome in terms two workers can share: each task's tool calls by arguments
     #: hash with their end state, and the effects per provider (the differential check).
     outcomes: tuple[str, ...] = ()
@@ -160,7 +162,7 @@ def _run(
             )
             if not ledger_changes:
                 ledger_changes = (
-                    f"recovery changed the state in each of {QUIET_ROUNDS} quiet-phase runs",
+                    f"recovery had not settled after {QUIET_ROUNDS} quiet-phase runs",
                 )
         killed_diff: tuple[str, ...] = ()
         killed_at = None
@@ -206,6 +208,7 @@ def _run(
             ),
             run_dir=None,
             delivery_hits=run.delivery_hits,
+            delivery_own_a=run.delivery_own_a,
             outcomes=_outcomes(evidence),
             unchecked=tuple(unchecked(evidence.ledger_columns)),
         )

@@ -71,6 +71,11 @@ class ProviderSpec:
         return self.name == "payments" and self.idempotency
 
 
+#: How long the reference adapters assume a provider's search may lag behind its writes, at
+#: most (seconds), unless the case declares a longer lag: a search index can lag minutes.
+SEARCH_CATCHES_UP = 300.0
+
+
 def key_secret(authority: Authority) -> str:
     """The base API key the harness registers for an authority (one per tenant and scope).
     Processes never get it: each gets a key derived from it (:func:`credential_label`)."""
@@ -333,13 +338,17 @@ class Context:
         return client
 
     def adapters(self, *, search_lag_bound: float | None = None) -> dict[str, Any]:
-        """The reference adapter of each provider of the case, keyed by tool name."""
+        """The reference adapter of each provider of the case, keyed by tool name.
+
+        ``search_lag_bound``: how old a send must be before a search that does not show it
+        proves it absent (default: twice the longest declared lag, and at least 300 s)."""
         from .._agent.adapters import reference_adapters
 
         specs = {spec.name: spec for spec in self.env.providers}
         lag = search_lag_bound
         if lag is None:
-            lag = 2 * max((spec.search_lag for spec in specs.values()), default=0.0)
+            declared = 2 * max((spec.search_lag for spec in specs.values()), default=0.0)
+            lag = max(declared, SEARCH_CATCHES_UP)
         clients = {name: _ClientFor(self, name) for name in specs}
         payments = specs.get("payments")
         return reference_adapters(

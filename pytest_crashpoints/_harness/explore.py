@@ -26,7 +26,14 @@ from .case import CaseResult, run_case
 from .evidence import ExpectedEffect
 from .report import ExplorationReport, Failure
 from .scenario import Scenario
-from .schedule import Deliver, Schedule, Space, covering_schedules, enumerate_schedules
+from .schedule import (
+    COVERAGE_KINDS,
+    Deliver,
+    Schedule,
+    Space,
+    covering_schedules,
+    enumerate_schedules,
+)
 from .steps import fork_server_for
 from .token import decode_token, replay_token
 
@@ -53,11 +60,23 @@ def _replay_command(nodeid: str, token: str) -> str:
 
 
 def _space(scenario: Scenario, golden: CaseResult, points: Iterable[str]) -> Space:
+    from fake_providers import PROVIDERS
+
+    messages = range(len(scenario.messages))
+    effects: list[dict[str, int]] = [{} for _ in messages]
+    for effect in golden.expected_effects:
+        if effect.message is not None:
+            made = effects[effect.message]
+            made[effect.provider] = made.get(effect.provider, 0) + 1
+    names = [spec.name for spec in scenario.providers]
     return Space(
         messages=len(scenario.messages),
-        reachable=tuple(golden.delivery_hits.get(i, {}) for i in range(len(scenario.messages))),
+        reachable=tuple(golden.delivery_hits.get(i, {}) for i in messages),
         points=frozenset(points),
-        providers=tuple(spec.name for spec in scenario.providers if spec.name != "deploy"),
+        providers=tuple(name for name in names if PROVIDERS[name].has_lookup),
+        effects=tuple(effects),
+        searching=tuple(name for name in names if PROVIDERS[name].has_search),
+        own_a=tuple(golden.delivery_own_a.get(i, 0) for i in messages),
     )
 
 
@@ -199,7 +218,8 @@ class _Explorer:
     def top_up(self, space: Space) -> None:
         """Run one schedule for each kind of fault whose point no case reached yet."""
         for point, schedule in covering_schedules(space):
-            exercised = self.report.killed if point not in ("D", "E", "F") else self.report.reached
+            kinds = COVERAGE_KINDS
+            exercised = self.report.reached if point in kinds else self.report.killed
             if exercised.get(point):
                 continue
             result = self.run(schedule)

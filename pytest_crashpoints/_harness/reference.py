@@ -16,7 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 from .._agent.toolcall import guarded_call
+from .._ledger.authority import Authority
 from .._ledger.records import Attempt
+from .._ledger.states import State
 from ..errors import CrashpointsError
 from .context import Context
 
@@ -24,17 +26,22 @@ __all__ = ["reference_recovery", "reference_worker"]
 
 
 def reference_worker(message: Any, ctx: Context) -> list[str]:
-    """Handle one message: every tool call in the safe order. Returns the attempts' states."""
+    """Handle one message: every tool call in the safe order. Returns the attempts' states.
+
+    The task's authority is asked before each call and again before each request leaves: a
+    call the authority no longer allows (revoked, narrowed, moved, another policy) is not
+    made, and is recorded in MANUAL_REVIEW with the reason, so that no work is dropped
+    without a trace and a person can decide.
+    """
     task_id = str(message["task_id"])
-    authority = ctx.authority(task_id)
-    if authority is None:
-        raise CrashpointsError(
-            f"task {task_id!r} has no authority any more (revoked); the message cannot be "
-            "handled and stays unacknowledged."
-        )
+    started = ctx.authority(task_id)
     adapters = ctx.adapters()
     ended: list[Attempt] = []
     for call in message["calls"]:
+        authority = ctx.authority(task_id)
+        if authority is None or authority != started:
+            ended.append(_refuse(ctx, task_id, call, adapters[call["tool"]], started))
+            continue
         ended.append(
             guarded_call(
                 ctx.ledger,
@@ -44,9 +51,39 @@ def reference_worker(message: Any, ctx: Context) -> list[str]:
                 idempotency_key=call["key"],
                 authority=authority,
                 actor=ctx.worker_id,
+                current_authority=lambda: ctx.authority(task_id),
             )
         )
     return [attempt.state.value for attempt in ended]
+
+
+def _refuse(
+    ctx: Context, task_id: str, call: Any, adapter: Any, started: Authority | None
+) -> Attempt:
+    """Record a call the task's authority no longer allows, in MANUAL_REVIEW: never sent."""
+    authority = started or ctx.authority_at(task_id, 0.0)
+    if authority is None:
+        raise CrashpointsError(
+            f"task {task_id!r} never held an authority: grant one before delivering its "
+            "messages."
+        )
+    now = ctx.authority(task_id)
+    reason = (
+        "the task's authority was revoked: not sent"
+        if now is None
+        else "the task's authority changed during the message: not sent"
+    )
+    attempt, _ = ctx.ledger.record_intent(
+        task_id=task_id,
+        tool_name=adapter.tool_name,
+        args=call["args"],
+        idempotency_key=call["key"],
+        authority=authority,
+        actor=ctx.worker_id,
+        state=State.MANUAL_REVIEW,
+        reason=reason,
+    )
+    return attempt
 
 
 def reference_recovery(ctx: Context) -> int:

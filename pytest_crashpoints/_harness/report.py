@@ -7,7 +7,7 @@ from typing import Any
 
 from .case import CaseResult
 from .invariants import INVARIANTS
-from .schedule import ChangeAuthority, Deliver, LookupTimeouts, Schedule
+from .schedule import COVERAGE_KINDS, Schedule, fault_kinds
 
 __all__ = ["ExplorationReport", "Failure", "render_failure"]
 
@@ -65,7 +65,7 @@ class ExplorationReport:
         return [
             p
             for p in self.declared
-            if p not in ("D", "E", "F") and self.reached.get(p) and not self.killed.get(p)
+            if p not in COVERAGE_KINDS and self.reached.get(p) and not self.killed.get(p)
         ]
 
     @property
@@ -102,13 +102,8 @@ class ExplorationReport:
         for kill in result.kills:
             point = kill.partition("#")[0]
             self.killed[point] = self.killed.get(point, 0) + 1
-        steps = result.schedule.steps
-        if any(isinstance(s, Deliver) and s.duplicate for s in steps):
-            self.reached["D"] = self.reached.get("D", 0) + 1
-        if any(isinstance(s, ChangeAuthority) for s in steps):
-            self.reached["E"] = self.reached.get("E", 0) + 1
-        if any(isinstance(s, LookupTimeouts) for s in steps):
-            self.reached["F"] = self.reached.get("F", 0) + 1
+        for kind in fault_kinds(result.schedule.steps):
+            self.reached[kind] = self.reached.get(kind, 0) + 1
         if result.kills and result.passed:
             self.recovered += 1
 

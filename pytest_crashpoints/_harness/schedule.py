@@ -12,12 +12,21 @@ step                   what the harness does
                        kill at ``kill`` (A, B, C or a named point, on its n-th hit) if given;
                        ``duplicate`` delivers it twice (D): ``"after"`` once more when the
                        first run ended, ``"concurrent"`` to a second worker while the first
-                       is paused at ``pause_at``
+                       waits at ``pause_at`` (its ``pause_hit``-th call); ``midway`` changes
+                       the task's authority (E) while the worker waits at a fail point
 ``ChangeAuthority``    E: revoke, narrow the scope, bump the policy version or move the task
                        of message ``message`` to another tenant
-``LookupTimeouts``     F: the provider's lookups time out for the next ``calls`` calls
-                       (``None``: until the quiet phase lifts it)
-``Recover``            run recovery in a fresh subprocess, killed at ``kill`` if given
+``LookupTimeouts``     F: the provider's lookups time out (or answer 500) for the next
+                       ``calls`` calls (``None``: until the quiet phase lifts it)
+``LoseResponse``       the provider applies its ``nth`` write from now on, and its answer is
+                       lost: the client sees a reset connection, a timeout or a 502 (the
+                       worker lives on)
+``Refuse``             the provider refuses its ``nth`` write from now on before applying
+                       anything: a 500, a 429 with ``Retry-After``, or a timeout
+``SearchLag``          the provider's searches lag ``seconds`` behind its writes from now on
+``Recover``            run recovery in a fresh subprocess, killed at ``kill`` if given;
+                       ``racing``: two recoveries at once, free or with the first waiting at
+                       ``pause_at`` while the second runs to its end
 ``Advance``            move the harness clock
 =====================  ====================================================================
 
@@ -30,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
@@ -44,10 +54,15 @@ __all__ = [
     "Deliver",
     "KillAt",
     "LookupTimeouts",
+    "LoseResponse",
+    "Midway",
     "Recover",
+    "Refuse",
     "Schedule",
+    "SearchLag",
     "Step",
     "enumerate_schedules",
+    "fault_kinds",
     "schedules",
 ]
 
@@ -58,10 +73,27 @@ AUTHORITY_CHANGES: tuple[AuthorityChangeKind, ...] = (
     "bump_policy",
     "move_tenant",
 )
+LostVariant: TypeAlias = Literal["reset", "timeout", "502"]
+LOST_VARIANTS: tuple[LostVariant, ...] = ("reset", "timeout", "502")
+RefusalVariant: TypeAlias = Literal["500", "429", "timeout"]
+REFUSALS: tuple[RefusalVariant, ...] = ("500", "429", "timeout")
+LookupFailure: TypeAlias = Literal["timeout", "500"]
 RECOVERY_POINTS = ("recovery.claimed", "recovery.looked_up")
+#: Where the first of two racing recoveries waits while the second runs: recovery's own
+#: points, and the automatic ones any recovery passes (its first commit, an answer).
+RACE_POINTS = ("recovery.claimed", "recovery.looked_up", "db.committed", "C")
 #: Harness seconds a schedule waits before a recovery run, so that a dead worker's lease
 #: (60 s in the reference) and the intent grace period (30 s) have run out.
 LEASE_WAIT = 120.0
+#: A search lag that still hides an effect when a recovery after ``LEASE_WAIT`` asks.
+LAG_THAT_MATTERS = 2 * LEASE_WAIT + 1
+#: The labels of the coverage table for the kinds of fault that are not a place in a worker.
+COVERAGE_KINDS = ("D", "E", "F", "lost response", "refused", "search lag", "racing recovery")
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,8 +103,35 @@ class KillAt:
     point: str
     hit: int = 1
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.point, str) or not self.point:
+            raise ValueError(f"a kill needs a fail point name, not {self.point!r}")
+        if isinstance(self.hit, bool) or not isinstance(self.hit, int) or self.hit < 1:
+            raise ValueError(f"kill at {self.point!r}: hit must be 1 or more, not {self.hit!r}")
+
     def __str__(self) -> str:
         return f"kill at {self.point} (hit {self.hit})"
+
+
+@dataclasses.dataclass(frozen=True)
+class Midway:
+    """E while a delivery's worker waits at fail point ``point`` (its ``hit``-th call):
+    ``change`` the task's authority, then let the worker go on."""
+
+    point: str
+    hit: int
+    change: AuthorityChangeKind
+
+    def __post_init__(self) -> None:
+        KillAt(self.point, self.hit)  # the same checks
+        if self.change not in AUTHORITY_CHANGES:
+            raise ValueError(f"{self.change!r} is not one of {', '.join(AUTHORITY_CHANGES)}")
+
+    def __str__(self) -> str:
+        return (
+            f"E: {self.change.replace('_', ' ')} for its task while it waits at {self.point} "
+            f"(hit {self.hit})"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,15 +140,27 @@ class Deliver:
     kill: KillAt | None = None
     duplicate: Literal["after", "concurrent"] | None = None
     pause_at: str = "B"
+    pause_hit: int = 1
+    midway: Midway | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.message, bool) or not isinstance(self.message, int) or self.message < 0:
+            raise ValueError(f"message must be a message index (0 or more), not {self.message!r}")
+        if self.duplicate not in (None, "after", "concurrent"):
+            raise ValueError(f"duplicate must be 'after' or 'concurrent', not {self.duplicate!r}")
+        KillAt(self.pause_at, self.pause_hit)
 
     def __str__(self) -> str:
         text = f"deliver message {self.message}"
         if self.kill:
             text += f", {self.kill}"
+        if self.midway:
+            text += f", {self.midway}"
         if self.duplicate == "after":
             text += ", then deliver it again (D)"
         elif self.duplicate == "concurrent":
-            text += f", and to a second worker while the first waits at {self.pause_at} (D)"
+            where = self.pause_at + (f" (hit {self.pause_hit})" if self.pause_hit > 1 else "")
+            text += f", and to a second worker while the first waits at {where} (D)"
         return text
 
 
@@ -97,6 +168,10 @@ class Deliver:
 class ChangeAuthority:
     message: int
     change: AuthorityChangeKind
+
+    def __post_init__(self) -> None:
+        if self.change not in AUTHORITY_CHANGES:
+            raise ValueError(f"{self.change!r} is not one of {', '.join(AUTHORITY_CHANGES)}")
 
     def __str__(self) -> str:
         return f"E: {self.change.replace('_', ' ')} for the task of message {self.message}"
@@ -106,17 +181,94 @@ class ChangeAuthority:
 class LookupTimeouts:
     provider: str
     calls: int | None = None
+    variant: LookupFailure = "timeout"
+
+    def __post_init__(self) -> None:
+        if self.calls is not None and (isinstance(self.calls, bool) or self.calls < 1):
+            raise ValueError(f"calls must be 1 or more, or None, not {self.calls!r}")
+        if self.variant not in ("timeout", "500"):
+            raise ValueError(f"variant must be 'timeout' or '500', not {self.variant!r}")
 
     def __str__(self) -> str:
         until = "until lifted" if self.calls is None else f"for {self.calls} call(s)"
-        return f"F: {self.provider} lookups time out {until}"
+        how = "time out" if self.variant == "timeout" else "answer 500"
+        return f"F: {self.provider} lookups {how} {until}"
+
+
+@dataclasses.dataclass(frozen=True)
+class LoseResponse:
+    provider: str
+    nth: int = 1
+    variant: LostVariant = "reset"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.nth, bool) or not isinstance(self.nth, int) or self.nth < 1:
+            raise ValueError(f"nth must be 1 or more, not {self.nth!r}")
+        if self.variant not in LOST_VARIANTS:
+            raise ValueError(f"variant must be one of {', '.join(LOST_VARIANTS)}")
+
+    def __str__(self) -> str:
+        seen = {"reset": "a reset connection", "timeout": "a timeout", "502": "a 502"}
+        return (
+            f"{self.provider} applies its {_ordinal(self.nth)} write from now on and the "
+            f"answer is lost ({seen[self.variant]})"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Refuse:
+    provider: str
+    nth: int = 1
+    variant: RefusalVariant = "500"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.nth, bool) or not isinstance(self.nth, int) or self.nth < 1:
+            raise ValueError(f"nth must be 1 or more, not {self.nth!r}")
+        if self.variant not in REFUSALS:
+            raise ValueError(f"variant must be one of {', '.join(REFUSALS)}")
+
+    def __str__(self) -> str:
+        how = {"500": "a 500", "429": "a 429 with Retry-After", "timeout": "a timeout"}
+        return (
+            f"{self.provider} refuses its {_ordinal(self.nth)} write from now on before "
+            f"applying anything ({how[self.variant]})"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchLag:
+    provider: str
+    seconds: float = LAG_THAT_MATTERS
+
+    def __post_init__(self) -> None:
+        if (
+            isinstance(self.seconds, bool)
+            or not isinstance(self.seconds, int | float)
+            or not math.isfinite(self.seconds)
+            or self.seconds < 0
+        ):
+            raise ValueError(f"seconds must be finite and 0 or more, not {self.seconds!r}")
+
+    def __str__(self) -> str:
+        return f"{self.provider}'s search lags {self.seconds:g}s behind its writes"
 
 
 @dataclasses.dataclass(frozen=True)
 class Recover:
     kill: KillAt | None = None
+    racing: bool = False
+    pause_at: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.pause_at is not None and not self.racing:
+            raise ValueError("pause_at is for racing recoveries: set racing=True")
 
     def __str__(self) -> str:
+        if self.racing:
+            text = "run two recoveries at once"
+            if self.pause_at:
+                text += f", the first waiting at {self.pause_at} while the second runs"
+            return text + (f", {self.kill}" if self.kill else "")
         return "run recovery" + (f", {self.kill}" if self.kill else "")
 
 
@@ -124,14 +276,69 @@ class Recover:
 class Advance:
     seconds: float
 
+    def __post_init__(self) -> None:
+        if (
+            isinstance(self.seconds, bool)
+            or not isinstance(self.seconds, int | float)
+            or not math.isfinite(self.seconds)
+            or self.seconds < 0
+        ):
+            raise ValueError(
+                f"the clock only moves forward by a finite number of seconds, not "
+                f"{self.seconds!r}"
+            )
+
     def __str__(self) -> str:
         return f"advance the clock {self.seconds:g}s"
 
 
-Step: TypeAlias = Deliver | ChangeAuthority | LookupTimeouts | Recover | Advance
+Step: TypeAlias = (
+    Deliver
+    | ChangeAuthority
+    | LookupTimeouts
+    | LoseResponse
+    | Refuse
+    | SearchLag
+    | Recover
+    | Advance
+)
 _STEP_TYPES: dict[str, type[Any]] = {
-    cls.__name__: cls for cls in (Deliver, ChangeAuthority, LookupTimeouts, Recover, Advance)
+    cls.__name__: cls
+    for cls in (
+        Deliver,
+        ChangeAuthority,
+        LookupTimeouts,
+        LoseResponse,
+        Refuse,
+        SearchLag,
+        Recover,
+        Advance,
+    )
 }
+
+
+def fault_kinds(steps: Sequence[Step]) -> set[str]:
+    """The coverage labels of the faults in ``steps`` that are not a place in a worker."""
+    kinds: set[str] = set()
+    for step in steps:
+        if isinstance(step, Deliver):
+            if step.duplicate:
+                kinds.add("D")
+            if step.midway:
+                kinds.add("E")
+        elif isinstance(step, ChangeAuthority):
+            kinds.add("E")
+        elif isinstance(step, LookupTimeouts):
+            kinds.add("F")
+        elif isinstance(step, LoseResponse):
+            kinds.add("lost response")
+        elif isinstance(step, Refuse):
+            kinds.add("refused")
+        elif isinstance(step, SearchLag):
+            kinds.add("search lag")
+        elif isinstance(step, Recover) and step.racing:
+            kinds.add("racing recovery")
+    return kinds
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,14 +352,16 @@ class Schedule:
 
     @property
     def faults(self) -> int:
-        """How many faults the schedule injects (kills, duplicates, E and F changes)."""
+        """How many faults the schedule injects (kills, duplicates, E and F changes, lost
+        answers, refusals, lags, racing recoveries)."""
         count = 0
         for step in self.steps:  # Advance steps are not faults
             if isinstance(step, Deliver):
                 count += (step.kill is not None) + (step.duplicate is not None)
+                count += step.midway is not None
             elif isinstance(step, Recover):
-                count += step.kill is not None
-            elif isinstance(step, ChangeAuthority | LookupTimeouts):
+                count += (step.kill is not None) + step.racing
+            elif not isinstance(step, Advance):
                 count += 1
         return count
 
@@ -165,22 +374,31 @@ class Schedule:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Schedule:
-        """Rebuild a schedule from :meth:`to_dict`; a malformed one raises CrashpointsError."""
-        try:
-            if data["version"] != 1:
-                raise ValueError(f"schedule format version {data['version']!r}")
-            steps: list[Step] = []
-            for item in data["steps"]:
+        """Rebuild a schedule from :meth:`to_dict`; a malformed one raises CrashpointsError
+        naming the step and what is wrong."""
+        if not isinstance(data, Mapping) or data.get("version") != 1:
+            raise CrashpointsError(
+                "not a crashpoints schedule (no format version 1); copy the replay token again "
+                "from the failure report, whole."
+            )
+        raw = data.get("steps")
+        if not isinstance(raw, list):
+            raise CrashpointsError("not a crashpoints schedule (its steps are not a list).")
+        steps: list[Step] = []
+        for index, item in enumerate(raw):
+            try:
                 fields = dict(item)
                 kind = _STEP_TYPES[fields.pop("step")]
-                if fields.get("kill") is not None:
-                    fields["kill"] = KillAt(**fields["kill"])
+                for name, nested in (("kill", KillAt), ("midway", Midway)):
+                    if fields.get(name) is not None:
+                        fields[name] = nested(**fields[name])
                 steps.append(kind(**fields))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise CrashpointsError(
-                f"not a crashpoints schedule ({type(exc).__name__}: {exc}); copy the replay "
-                "token again from the failure report, whole."
-            ) from exc
+            except (KeyError, TypeError, ValueError) as exc:
+                raise CrashpointsError(
+                    f"step {index} of the schedule ({item!r}) is not a schedule step "
+                    f"({type(exc).__name__}: {exc}); copy the replay token again from the "
+                    "failure report, whole."
+                ) from None
         return cls(tuple(steps))
 
 
@@ -194,13 +412,18 @@ class Space:
     ``messages`` is how many messages the case delivers; ``reachable`` maps each worker fail
     point to how many times the fault-free run reached it per message (index = message);
     ``points`` the crash points the test declares; ``providers`` the providers whose lookups F
-    may time out.
+    may time out; ``effects`` per message, how many effects its delivery made at each
+    provider in the fault-free run; ``searching`` the providers whose search may lag;
+    ``own_a`` per message, how many times the agent marked A itself.
     """
 
     messages: int
     reachable: tuple[Mapping[str, int], ...]
     points: frozenset[str]
     providers: tuple[str, ...]
+    effects: tuple[Mapping[str, int], ...] = ()
+    searching: tuple[str, ...] = ()
+    own_a: tuple[int, ...] = ()
 
     def kill_sites(self, message: int) -> list[KillAt]:
         """Every (point, hit) a kill can target while message ``message`` is handled: the
@@ -210,6 +433,18 @@ class Space:
             if point in self.points and point not in ("D", "E", "F"):
                 sites.extend(KillAt(point, hit) for hit in range(1, hits + 1))
         return sites
+
+    def pause_sites(self, message: int) -> list[KillAt]:
+        """Where a first delivery may wait while a second one runs (D): every hit of A, B
+        and C (an answer to a read as well as to a write), and after its first commit."""
+        reached = self.reachable[message]
+        sites = [KillAt(p, hit) for p in ("A", "B", "C") for hit in range(1, reached.get(p, 0) + 1)]
+        if reached.get("db.committed"):
+            sites.append(KillAt("db.committed", 1))
+        return sites
+
+    def effects_of(self, message: int) -> Mapping[str, int]:
+        return self.effects[message] if message < len(self.effects) else {}
 
 
 def _base(space: Space) -> list[Step]:
@@ -224,17 +459,39 @@ def _single_faults(space: Space) -> Iterator[tuple[Part, ...]]:
 
     E, F and a kill of recovery only matter while an attempt is in flight, so each comes
     with the kill that leaves one there (at B, else C, else A: the first reachable) and the
-    recovery run that must cope with it.
+    recovery run that must cope with it. Faults at a provider (a lost answer, a refusal, a
+    lookup that fails during the worker's own confirmation) come before the delivery whose
+    requests they hit.
     """
     for i in range(space.messages):
-        sites = space.kill_sites(i)
-        for kill in sites:
+        for kill in space.kill_sites(i):
             yield ((i, "kill", kill),)
+        writes = space.effects_of(i)
         if "D" in space.points:
-            yield ((i, "duplicate", ("after", "B")),)
-            gate = next((p for p in ("B", "A", "D") if space.reachable[i].get(p)), None)
-            if gate is not None:
-                yield ((i, "duplicate", ("concurrent", gate)),)
+            yield ((i, "duplicate", ("after", "B", 1)),)
+            gates = space.pause_sites(i) or [
+                KillAt(p, 1) for p in ("D",) if space.reachable[i].get("D")
+            ]
+            for gate in gates:
+                yield ((i, "duplicate", ("concurrent", gate.point, gate.hit)),)
+        if "B" in space.points:
+            for provider, count in sorted(writes.items()):
+                for nth in range(1, count + 1):
+                    for variant in LOST_VARIANTS:
+                        yield ((i, "before", LoseResponse(provider, nth, variant)),)
+        if "F" in space.points:
+            for provider, count in sorted(writes.items()):
+                for nth in range(1, count + 1):
+                    for refusal in REFUSALS:
+                        yield ((i, "before", Refuse(provider, nth, refusal)),)
+                if provider in space.providers:
+                    for failure in ("timeout", "500"):
+                        yield ((i, "before", LookupTimeouts(provider, None, failure)),)
+        if "E" in space.points:
+            own = space.own_a[i] if i < len(space.own_a) else 0
+            for hit in range(2, own + 1):  # between two tool calls of one message
+                for change in AUTHORITY_CHANGES:
+                    yield ((i, "midway", Midway("A", hit, change)),)
         in_flight = next((KillAt(p, 1) for p in ("B", "C", "A") if space.reachable[i].get(p)), None)
         if in_flight is None:
             continue
@@ -247,31 +504,57 @@ def _single_faults(space: Space) -> Iterator[tuple[Part, ...]]:
         if "F" in space.points:
             for provider in space.providers:
                 yield ((i, "kill", in_flight), (i, "after", LookupTimeouts(provider, None)))
+            for provider in space.searching:
+                if provider in writes:
+                    yield ((i, "kill", in_flight), (i, "after", SearchLag(provider)))
         if space.points & {"A", "B", "C"}:
             for point in RECOVERY_POINTS:
                 yield ((i, "kill", in_flight), (i, "after", Recover(KillAt(point, 1))))
+        if "D" in space.points:
+            # Two recoveries at once matter most when the dead worker never sent (killed at
+            # A): both find nothing at the provider, and only a claim keeps both from sending.
+            before_send = KillAt("A", 1) if space.reachable[i].get("A") else None
+            for kill in dict.fromkeys(k for k in (before_send, in_flight) if k is not None):
+                yield ((i, "kill", kill), (i, "after", Recover(racing=True)))
+                for point in RACE_POINTS:
+                    yield ((i, "kill", kill), (i, "after", Recover(racing=True, pause_at=point)))
 
 
 def _apply(space: Space, faults: Sequence[tuple[Part, ...]]) -> Schedule | None:
     delivers: list[Deliver] = [Deliver(i) for i in range(space.messages)]
+    before: list[list[Step]] = [[] for _ in range(space.messages)]
     after: list[list[Step]] = [[] for _ in range(space.messages)]
     for position, kind, value in (part for fault in faults for part in fault):
+        deliver = delivers[position]
         if kind == "kill":
-            current = delivers[position].kill
-            if current is not None and current != value:
+            if deliver.kill is not None and deliver.kill != value:
                 return None
-            delivers[position] = dataclasses.replace(delivers[position], kill=value)
+            delivers[position] = dataclasses.replace(deliver, kill=value)
         elif kind == "duplicate":
-            if delivers[position].duplicate is not None:
+            if deliver.duplicate is not None:
                 return None
-            duplicate, gate = value
+            duplicate, gate, hit = value
             delivers[position] = dataclasses.replace(
-                delivers[position], duplicate=duplicate, pause_at=gate
+                deliver, duplicate=duplicate, pause_at=gate, pause_hit=hit
             )
+        elif kind == "midway":
+            if deliver.midway is not None:
+                return None
+            delivers[position] = dataclasses.replace(deliver, midway=value)
+        elif kind == "before":
+            # One switch of a kind per provider: two faults of one kind would overwrite.
+            ahead: list[Any] = before[position]
+            if any(type(s) is type(value) and s.provider == value.provider for s in ahead):
+                return None
+            ahead.append(value)
         else:
             after[position].append(value)
+    for deliver in delivers:
+        if deliver.midway is not None and (deliver.kill or deliver.duplicate):
+            return None  # the worker waits at one gate: no kill, no second worker with it
     steps: list[Step] = []
-    for deliver, extra in zip(delivers, after, strict=True):
+    for deliver, ahead, extra in zip(delivers, before, after, strict=True):
+        steps += ahead
         steps.append(deliver)
         # A fault that acts on what recovery will find (E, F) is followed by a recovery run
         # under it, so it acts while the attempt is still in flight.
@@ -280,7 +563,7 @@ def _apply(space: Space, faults: Sequence[tuple[Part, ...]]) -> Schedule | None:
             if isinstance(step, Recover):
                 steps.append(Advance(LEASE_WAIT))
             steps.append(step)
-            if isinstance(step, ChangeAuthority | LookupTimeouts):
+            if isinstance(step, ChangeAuthority | LookupTimeouts | SearchLag):
                 steps += [Advance(LEASE_WAIT), Recover()]
     return Schedule(tuple(steps))
 
@@ -303,27 +586,39 @@ def enumerate_schedules(space: Space, *, max_faults: int = 1) -> Iterator[Schedu
                 yield schedule
 
 
+def _label(fault: tuple[Part, ...]) -> str:
+    """What a single fault exercises, as the coverage table names it."""
+    kinds = [kind for _, kind, _ in fault]
+    last = fault[-1][2]
+    if "duplicate" in kinds or (isinstance(last, Recover) and last.racing):
+        return "D" if "duplicate" in kinds else "racing recovery"
+    if "midway" in kinds or isinstance(last, ChangeAuthority):
+        return "E"
+    if isinstance(last, LookupTimeouts):
+        return "F"
+    if isinstance(last, LoseResponse):
+        return "lost response"
+    if isinstance(last, Refuse):
+        return "refused"
+    if isinstance(last, SearchLag):
+        return "search lag"
+    if isinstance(last, Recover):
+        return last.kill.point if last.kill else "recovery"
+    assert isinstance(last, KillAt)
+    return last.point
+
+
 def covering_schedules(space: Space) -> list[tuple[str, Schedule]]:
-    """One single-fault schedule for each kind of fault the space allows, with the point it
-    exercises: a kill at each declared point that is reached (the point's name), a
-    duplicate delivery ("D"), an authority change ("E"), a lookup timeout ("F"), a recovery
-    killed ("recovery.claimed"). After a generated exploration, those whose point the draw
-    never reached are run too: coverage must not depend on luck."""
+    """One single-fault schedule for each kind of fault the space allows, with the label the
+    coverage table gives it: a kill at each declared point that is reached (the point's
+    name), a duplicate delivery ("D"), an authority change ("E"), a lookup failure ("F"), a
+    lost answer, a refusal, a search lag, racing recoveries, a recovery killed
+    ("recovery.claimed"). After a generated exploration, those whose label the draw never
+    reached are run too: coverage must not depend on luck."""
     seen: set[str] = set()
     chosen: list[tuple[str, Schedule]] = []
     for fault in _single_faults(space):
-        kinds = [kind for _, kind, _ in fault]
-        last = fault[-1][2]
-        if "duplicate" in kinds:
-            what = "D"
-        elif isinstance(last, ChangeAuthority):
-            what = "E"
-        elif isinstance(last, LookupTimeouts):
-            what = "F"
-        elif isinstance(last, Recover):
-            what = last.kill.point if last.kill else "recovery"
-        else:
-            what = last.point
+        what = _label(fault)
         if what not in seen:
             seen.add(what)
             schedule = _apply(space, [fault])

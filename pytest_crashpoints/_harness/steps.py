@@ -20,13 +20,28 @@ from .context import CaseEnv, Context
 from .evidence import Incident, Observation
 from .history import History
 from .scenario import Recovery, Scenario, WorkerFn
-from .schedule import Advance, ChangeAuthority, Deliver, KillAt, LookupTimeouts, Recover, Step
+from .schedule import (
+    Advance,
+    ChangeAuthority,
+    Deliver,
+    KillAt,
+    LookupTimeouts,
+    LoseResponse,
+    Midway,
+    Recover,
+    Refuse,
+    SearchLag,
+    Step,
+)
 from .world import World
 
 if TYPE_CHECKING:
     from .._process.outcome import Outcome
 
 __all__ = ["CaseRun", "fork_server_for"]
+
+#: The ``Retry-After`` (harness seconds) of a 429 refusal.
+REFUSAL_RETRY_AFTER = 30.0
 
 
 def _enter(env: CaseEnv, worker_id: str, task_id: str | None) -> Context:
@@ -67,6 +82,17 @@ def _recover_entry(recovery: Recovery, env: CaseEnv, worker_id: str) -> object:
         ctx.close()
 
 
+#: The fail point a racing recovery passes before it starts: where the second one is held.
+RACE_START = "recovery.starts"
+
+
+def _race_entry(recovery: Recovery, env: CaseEnv, worker_id: str) -> object:
+    from .._inject.failpoints import crashpoint
+
+    crashpoint(RACE_START)
+    return _recover_entry(recovery, env, worker_id)
+
+
 class CaseRun:
     """The parent's side of one case: the processes it starts and what it saw of them."""
 
@@ -81,6 +107,8 @@ class CaseRun:
         self.hits: dict[str, int] = {}
         self.kills: list[str] = []
         self.delivery_hits: dict[int, dict[str, int]] = {}
+        #: Per message: how often its first delivery marked A itself (not automatically).
+        self.delivery_own_a: dict[int, int] = {}
         #: Messages whose last delivery did not complete: the queue redelivers them.
         self.unacked: dict[int, None] = {}
         self.errors: list[str] = []
@@ -173,12 +201,58 @@ class CaseRun:
         self._acknowledge(index, [outcome])
         if index not in self.delivery_hits:
             reached: dict[str, int] = {}
-            for hit in getattr(outcome, "hits", ()):
+            hits = getattr(outcome, "hits", ())
+            for hit in hits:
                 reached[hit.point] = max(reached.get(hit.point, 0), hit.n)
             self.delivery_hits[index] = reached
+            self.delivery_own_a[index] = sum(
+                1 for hit in hits if hit.point == "A" and hit.context.get("source") != "auto"
+            )
         self._record(who, outcome, kill)
 
-    def deliver_concurrently(self, index: int, pause_at: str, kill: KillAt | None) -> None:
+    def deliver_midway(self, index: int, midway: Midway) -> None:
+        """Deliver message ``index`` and, while its worker waits at the midway point,
+        change its task's authority (E between two tool calls); then let it go on."""
+        from .._inject.failpoints import Fault, Pause
+        from .._process.outcome import Completed
+        from .._process.worker import start_worker
+        from ..errors import WorkerNotPaused
+
+        who = self._worker_id("worker")
+        message = self.scenario.messages[index]
+        self.history.add(self.step, self.clock.now(), "deliver", f"message {index} to {who}")
+        self.deliveries[who] = index
+        gate = f"midway at {midway.point} #{midway.hit}"
+        worker = start_worker(
+            _deliver_entry,
+            args=(self.scenario.worker, self.env, who, message),
+            faults=[Fault(midway.point, Pause(gate), hit=midway.hit)],
+            timeout=self.scenario.timeout,
+            start_method=self.scenario.start_method,
+            clock=self.clock,
+        )
+        with worker:
+            try:
+                worker.wait_paused(gate)
+            except WorkerNotPaused as exc:
+                if not isinstance(exc.outcome, Completed):
+                    raise
+                self.history.add(
+                    self.step,
+                    self.clock.now(),
+                    "note",
+                    f"{who} ended without reaching {midway.point} (hit {midway.hit})",
+                )
+            else:
+                self.change_authority(index, midway.change)
+                worker.release(gate)
+            outcome = worker.wait()
+        self._acknowledge(index, [outcome])
+        self._record(who, outcome)
+
+    def deliver_concurrently(
+        self, index: int, pause_at: str, kill: KillAt | None, pause_hit: int = 1
+    ) -> None:
         from .._process.delivery import deliver_concurrently
         from ..errors import WorkerNotPaused
 
@@ -189,7 +263,7 @@ class CaseRun:
             self.clock.now(),
             "deliver",
             f"message {index} to {first} and {second} at once; {first} waits at {pause_at} "
-            f"while {second} runs",
+            f"(hit {pause_hit}) while {second} runs",
         )
         self.deliveries.update({first: index, second: index})
         handlers = tuple(
@@ -202,7 +276,7 @@ class CaseRun:
                 message,
                 # Hold the second worker before its handler, let the first run to the gate,
                 # run the second to its end, then let the first finish.
-                interleaving=[(1, "D"), (0, pause_at), (1, None), (0, None)],
+                interleaving=[(1, "D"), (0, pause_at, pause_hit), (1, None), (0, None)],
                 faults=[self._faults(kill), []],
                 timeout=self.scenario.timeout,
                 start_method=self.scenario.start_method,
@@ -232,6 +306,52 @@ class CaseRun:
         self._record(who, outcome, kill)
         return outcome
 
+    def recover_racing(self, pause_at: str | None) -> None:
+        """Two recovery processes at once: racing freely, or the first waiting at
+        ``pause_at`` while the second runs to its end (then the first goes on with what it
+        read before). A first recovery that never reaches ``pause_at`` (its work took it
+        elsewhere) only makes the two run one after the other: noted, no error."""
+        from .._process.interleaving import run_interleaved
+        from .._process.outcome import Completed
+        from ..errors import WorkerNotPaused
+
+        if self.scenario.recover is None:
+            return
+        first, second = self._worker_id("recovery"), self._worker_id("recovery")
+        how = f"{first} waits at {pause_at} while {second} runs" if pause_at else "racing"
+        self.history.add(
+            self.step, self.clock.now(), "recovery", f"{first} and {second} start at once; {how}"
+        )
+        calls = [
+            functools.partial(_race_entry, self.scenario.recover, self.env, who)
+            for who in (first, second)
+        ]
+        order: list[Any] = []
+        if pause_at is not None:
+            order = [(1, RACE_START), (0, pause_at), (1, None), (0, None)]
+        try:
+            outcomes = run_interleaved(
+                calls,
+                order,
+                timeout=self.scenario.timeout,
+                start_method=self.scenario.start_method,
+                clock=self.clock,
+            )
+        except WorkerNotPaused as exc:
+            if not isinstance(exc.outcome, Completed):
+                raise
+            self._record(first, exc.outcome)
+            self.history.add(
+                self.step,
+                self.clock.now(),
+                "note",
+                f"{first} ended without reaching {pause_at}: {second} runs after it",
+            )
+            self.recover()
+            return
+        for who, outcome in zip((first, second), outcomes, strict=True):
+            self._record(who, outcome)
+
     def change_authority(self, index: int, change: str) -> None:
         task = str(self.scenario.messages[index]["task_id"])
         text = self.world.change_authority(task, change)
@@ -250,32 +370,69 @@ class CaseRun:
     def execute(self, step: Step) -> None:
         """Do what one schedule step says."""
         if isinstance(step, Deliver):
-            if step.duplicate == "concurrent":
-                self.deliver_concurrently(step.message, step.pause_at, step.kill)
-            else:
-                self.deliver(step.message, step.kill)
-                if step.duplicate == "after":
-                    self.observe(f"after the first delivery of message {step.message}")
-                    self.clock.advance(1.0)
-                    self.deliver(step.message, None)
+            self._execute_delivery(step)
         elif isinstance(step, ChangeAuthority):
             self.change_authority(step.message, step.change)
-        elif isinstance(step, LookupTimeouts):
-            provider = self.world.providers.get(step.provider)
-            if provider is None:
-                raise CrashpointsError(
-                    f"schedule step {step} names provider {step.provider!r}, which this case "
-                    f"does not have ({', '.join(self.world.providers)})."
-                )
-            provider.faults.lookup_timeouts(step.calls)
-            self.history.add(self.step, self.clock.now(), "fault", str(step))
+        elif isinstance(step, LookupTimeouts | LoseResponse | Refuse | SearchLag):
+            self._provider_fault(step)
         elif isinstance(step, Recover):
-            self.recover(step.kill)
+            if step.racing:
+                self.recover_racing(step.pause_at)
+            else:
+                self.recover(step.kill)
         elif isinstance(step, Advance):
             self.clock.advance(step.seconds)
             self.history.add(self.step, self.clock.now(), "clock", str(step))
         else:  # pragma: no cover - the Step union is closed
             raise CrashpointsError(f"unknown schedule step {step!r}")
+
+    def _execute_delivery(self, step: Deliver) -> None:
+        if not 0 <= step.message < len(self.scenario.messages):
+            raise CrashpointsError(
+                f"schedule step {step} names message {step.message}, but this test has "
+                f"{len(self.scenario.messages)} message(s) (0 to "
+                f"{len(self.scenario.messages) - 1}); the schedule is for another test."
+            )
+        if step.midway is not None:
+            self.deliver_midway(step.message, step.midway)
+        elif step.duplicate == "concurrent":
+            self.deliver_concurrently(step.message, step.pause_at, step.kill, step.pause_hit)
+        else:
+            self.deliver(step.message, step.kill)
+            if step.duplicate == "after":
+                self.observe(f"after the first delivery of message {step.message}")
+                self.clock.advance(1.0)
+                self.deliver(step.message, None)
+
+    def _provider_fault(self, step: LookupTimeouts | LoseResponse | Refuse | SearchLag) -> None:
+        """F and its kin: switch a provider's fault on (the quiet phase lifts it; a lag stays,
+        as an index stays slow)."""
+        provider = self.world.providers.get(step.provider)
+        if provider is None:
+            raise CrashpointsError(
+                f"schedule step {step} names provider {step.provider!r}, which this case "
+                f"does not have ({', '.join(self.world.providers)})."
+            )
+        faults = provider.faults
+        if isinstance(step, LookupTimeouts):
+            if step.variant == "timeout":
+                faults.lookup_timeouts(step.calls)
+            else:
+                faults.server_errors(step.calls, on="lookups", status=500)
+        elif isinstance(step, LoseResponse):
+            faults.lose_responses(1, after=step.nth - 1, variant=step.variant)
+        elif isinstance(step, Refuse):
+            if step.variant == "500":
+                faults.server_errors(1, on="writes", status=500, after=step.nth - 1)
+            elif step.variant == "429":
+                faults.rate_limits(
+                    1, on="writes", retry_after=REFUSAL_RETRY_AFTER, after=step.nth - 1
+                )
+            else:
+                faults.write_timeouts(1, after=step.nth - 1)
+        else:
+            provider.settings.update(search_lag=step.seconds)
+        self.history.add(self.step, self.clock.now(), "fault", str(step))
 
 
 def _prepare_parent() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .._harness.schedule import COVERAGE_KINDS
+
 __all__ = ["summary_lines", "verdict_of"]
 
 
@@ -37,9 +39,15 @@ def summary_lines(results: Iterable[Mapping[str, Any]], *, seed: int | None) -> 
         f"purpose), {verdicts.count('failed')} failed",
         f"{'point':<20}{'reached':>10}{'killed':>10}",
     ]
-    for point in sorted(points, key=lambda p: (len(p) > 1, p)):
+    # Faults that are not a place in the code (lost responses, racing recoveries...) are
+    # injected, never "killed at": they get a line of their own, counted in cases.
+    faults = {p: row for p, row in points.items() if p in COVERAGE_KINDS and len(p) > 1}
+    for point in sorted(points.keys() - faults.keys(), key=lambda p: (len(p) > 1, p)):
         row = points[point]
         lines.append(f"{point:<20}{row['reached']:>10}{row['killed']:>10}")
+    if faults:
+        injected = ", ".join(f"{kind} {row['reached']}" for kind, row in sorted(faults.items()))
+        lines.append(f"faults injected (cases): {injected}")
     recovered = sum(int(r.get("recovered", 0)) for r in results)
     lines.append(f"cases with a kill that recovered cleanly: {recovered}")
     if violations:

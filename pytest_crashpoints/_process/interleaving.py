@@ -1,7 +1,8 @@
 """Forced interleavings: run workers concurrently in an order chosen through pause points.
 
 An order is a list of steps ``(worker, point)``: "let ``worker`` run until it reaches its next
-call of ``point``, and hold it there", or ``(worker, None)``: "let it run to its end". Each
+call of ``point``, and hold it there", ``(worker, point, hit)``: "... until its ``hit``-th call
+of ``point``", or ``(worker, None)``: "let it run to its end". Each
 worker is armed with a :class:`Pause` at every point named for it (the k-th step naming a point
 pauses at its k-th call), so between steps every worker that the order has not released yet is
 held at a gate, and what happens after a point happens in the order's order, every time: a race
@@ -26,7 +27,7 @@ from .worker import DEFAULT_TIMEOUT, start_worker
 
 __all__ = ["Step", "run_interleaved"]
 
-Step = tuple[int, str | None]
+Step = tuple[int, str | None] | tuple[int, str, int]
 
 
 def _gates(order: Sequence[Step], workers: int) -> tuple[list[str | None], list[list[Fault]]]:
@@ -36,7 +37,7 @@ def _gates(order: Sequence[Step], workers: int) -> tuple[list[str | None], list[
     gates: list[str | None] = []
     faults: list[list[Fault]] = [[] for _ in range(workers)]
     for index, step in enumerate(order):
-        worker, point = step
+        worker, point, *at = step
         if not (isinstance(worker, int) and 0 <= worker < workers):
             raise HarnessUsageError(
                 f"step {index} {step!r} names worker {worker!r}; there are workers "
@@ -51,7 +52,15 @@ def _gates(order: Sequence[Step], workers: int) -> tuple[list[str | None], list[
             finished.add(worker)
             gates.append(None)
             continue
-        hit = seen[worker, point] = seen.get((worker, point), 0) + 1
+        hit = seen.get((worker, point), 0) + 1
+        if at:
+            if not isinstance(at[0], int) or at[0] < hit:
+                raise HarnessUsageError(
+                    f"step {index} {step!r}: hit {at[0]!r} of {point!r} is not after the "
+                    f"calls the order already passed ({hit - 1}); give a later hit."
+                )
+            hit = at[0]
+        seen[worker, point] = hit
         gate = f"worker {worker} at {point} #{hit}"
         faults[worker].append(Fault(point, Pause(gate), hit=hit))
         gates.append(gate)
@@ -97,7 +106,8 @@ def run_interleaved(
                 )
             )
         held: list[str | None] = [None] * len(workers)
-        for (index, _point), gate in zip(order, gates, strict=True):
+        for step, gate in zip(order, gates, strict=True):
+            index = step[0]
             worker = workers[index]
             if worker.outcome is not None:
                 continue

@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
 from hypothesis import given, settings
 
+from pytest_crashpoints.errors import CrashpointsError
 from pytest_crashpoints.harness import (
     Advance,
     ChangeAuthority,
     Deliver,
     KillAt,
     LookupTimeouts,
+    LoseResponse,
+    Midway,
     Recover,
+    Refuse,
     Schedule,
+    SearchLag,
     Space,
     covering_schedules,
     enumerate_schedules,
@@ -25,6 +31,16 @@ SPACE = Space(
     reachable=({"A": 1, "B": 2, "C": 1}, {"A": 1, "B": 1}),
     points=frozenset("ABCDEF"),
     providers=("email",),
+)
+#: Message 0 charges, then emails (two tool calls, each marking A itself); message 1 emails.
+TWO_CALLS = Space(
+    messages=2,
+    reachable=({"A": 2, "B": 2, "C": 3, "db.committed": 6}, {"A": 1, "B": 1, "C": 1}),
+    points=frozenset("ABCDEF"),
+    providers=("payments", "email"),
+    effects=({"payments": 1, "email": 1}, {"email": 1}),
+    searching=("payments", "email"),
+    own_a=(2, 1),
 )
 
 
@@ -78,9 +94,130 @@ def test_covering_schedules_reach_every_kind_of_fault() -> None:
         "F",
         "recovery.claimed",
         "recovery.looked_up",
+        "racing recovery",
     ]
     covered = set().union(*(kinds(schedule) for _, schedule in chosen))
     assert covered == {"kill:A", "kill:B", "kill:C", "D", "E", "F", "recovery"}
+    labels = [label for label, _ in covering_schedules(TWO_CALLS)]
+    assert {"lost response", "refused", "search lag", "racing recovery"} <= set(labels)
+
+
+def _singles(space: Space) -> list[Schedule]:
+    return [s for s in enumerate_schedules(space, max_faults=1) if s.faults]
+
+
+def test_provider_faults_come_before_the_delivery_whose_requests_they_hit() -> None:
+    singles = _singles(TWO_CALLS)
+    lost = [s for s in singles if any(isinstance(step, LoseResponse) for step in s.steps)]
+    first = [s for s in lost if isinstance(s.steps[0], LoseResponse)]
+    # One per write of message 0 (a charge, an email), in three variants, before its delivery.
+    assert {(s.steps[0].provider, s.steps[0].variant) for s in first} == {
+        (provider, variant)
+        for provider in ("payments", "email")
+        for variant in ("reset", "timeout", "502")
+    }
+    for s in first:
+        assert isinstance(s.steps[1], Deliver) and s.steps[1].message == 0
+    # Message 1's email: after message 0's delivery, before its own.
+    second = [s for s in lost if not isinstance(s.steps[0], LoseResponse)]
+    assert len(second) == 3
+    for s in second:
+        assert [type(step).__name__ for step in s.steps] == ["Deliver", "LoseResponse", "Deliver"]
+    refused = {
+        (s.steps[0].provider, s.steps[0].variant) for s in singles if isinstance(s.steps[0], Refuse)
+    }
+    assert refused >= {("payments", "500"), ("payments", "429"), ("payments", "timeout")}
+    # F anywhere: during the worker's own confirming lookups, with no kill at all.
+    early_f = [
+        s for s in singles if isinstance(s.steps[0], LookupTimeouts) and s.faults == 1
+    ]
+    assert {(s.steps[0].provider, s.steps[0].variant) for s in early_f} >= {
+        ("email", "timeout"),
+        ("email", "500"),
+    }
+
+
+def test_lag_racing_recoveries_and_e_between_two_calls() -> None:
+    singles = _singles(TWO_CALLS)
+    lagged = [s for s in singles if any(isinstance(step, SearchLag) for step in s.steps)]
+    assert lagged
+    for s in lagged:  # killed in flight, the lag, the dead worker's lease, recovery asks
+        kinds_ = [type(step).__name__ for step in s.steps]
+        at = kinds_.index("SearchLag")
+        assert kinds_[at + 1 : at + 3] == ["Advance", "Recover"]
+        assert s.steps[at - 1].kill is not None  # type: ignore[union-attr]
+    races = [step for s in singles for step in s.steps if isinstance(step, Recover) and step.racing]
+    assert {step.pause_at for step in races} >= {None, "recovery.claimed", "db.committed", "C"}
+    midway = [
+        (i, step.midway)
+        for s in singles
+        for i, step in enumerate(s.steps)
+        if isinstance(step, Deliver) and step.midway
+    ]
+    # Only message 0 has a second tool call (its second own A).
+    assert {m.point for _, m in midway} == {"A"} and {m.hit for _, m in midway} == {2}
+    assert {m.change for _, m in midway} == {"revoke", "narrow", "bump_policy", "move_tenant"}
+
+
+def test_a_concurrent_delivery_may_wait_at_any_reachable_point() -> None:
+    gates = {
+        (step.pause_at, step.pause_hit)
+        for s in _singles(TWO_CALLS)
+        for step in s.steps
+        if isinstance(step, Deliver) and step.duplicate == "concurrent" and step.message == 0
+    }
+    assert gates == {
+        ("A", 1),
+        ("A", 2),
+        ("B", 1),
+        ("B", 2),
+        ("C", 1),
+        ("C", 2),
+        ("C", 3),
+        ("db.committed", 1),
+    }
+
+
+EVERY_STEP = Schedule(
+    (
+        LoseResponse("payments", 2, "502"),
+        Refuse("email", 1, "429"),
+        LookupTimeouts("email", None, "500"),
+        SearchLag("tickets", 300.0),
+        Deliver(0, midway=Midway("A", 2, "revoke")),
+        Deliver(1, duplicate="concurrent", pause_at="C", pause_hit=3),
+        Recover(racing=True, pause_at="db.committed"),
+        Advance(120.0),
+        Recover(KillAt("recovery.claimed")),
+    )
+)
+
+
+def test_every_step_round_trips_and_reads_in_words() -> None:
+    assert Schedule.from_dict(EVERY_STEP.to_dict()) == EVERY_STEP
+    text = str(EVERY_STEP)
+    assert "payments applies its 2nd write from now on and the answer is lost (a 502)" in text
+    assert "email refuses its 1st write from now on before applying anything (a 429" in text
+    assert "F: email lookups answer 500 until lifted" in text
+    assert "tickets's search lags 300s behind its writes" in text
+    assert "E: revoke for its task while it waits at A (hit 2)" in text
+    assert "while the first waits at C (hit 3) (D)" in text
+    assert "run two recoveries at once, the first waiting at db.committed" in text
+    assert EVERY_STEP.faults == 8
+
+
+@pytest.mark.parametrize(
+    ("step", "fragment"),
+    [
+        ({"step": "Advance", "seconds": -50}, "only moves forward"),
+        ({"step": "Deliver", "message": 0, "kill": {"point": "B", "hit": 0}}, "hit must be 1"),
+        ({"step": "LoseResponse", "provider": "email", "variant": "lost"}, "variant must be"),
+        ({"step": "Nope"}, "KeyError"),
+    ],
+)
+def test_a_damaged_step_names_itself(step: dict[str, object], fragment: str) -> None:
+    with pytest.raises(CrashpointsError, match=f"step 1 of the schedule .*{fragment}"):
+        Schedule.from_dict({"version": 1, "steps": [{"step": "Deliver", "message": 0}, step]})
 
 
 def test_a_recovery_after_a_fault_waits_for_the_dead_workers_lease() -> None:
