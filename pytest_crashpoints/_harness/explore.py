@@ -77,6 +77,7 @@ def _space(scenario: Scenario, golden: CaseResult, points: Iterable[str]) -> Spa
         effects=tuple(effects),
         searching=tuple(name for name in names if PROVIDERS[name].has_search),
         own_a=tuple(golden.delivery_own_a.get(i, 0) for i in messages),
+        recovers=scenario.recover is not None,
     )
 
 

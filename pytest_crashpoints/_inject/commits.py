@@ -8,8 +8,8 @@ k-th commit of the process (all databases together):
 - ``crashpoint("db.commit", db=<file name>, n=k)`` just before the commit. A kill here happens
   inside the transaction: SQLite rolls it back when the database is next opened.
 - ``crashpoint("db.committed", db=<file name>, n=k)`` just after it, not after a commit that
-  raised. Before it fires, the process is marked as having committed since its last request to
-  a provider (what the wire hooks' automatic A looks at, ``wire.py``).
+  raised. Before it fires, the process is marked as having committed since its last write request
+  to a provider (what the wire hooks' automatic A looks at, ``wire.py``).
 
 ``db`` is the database's file name without its directory; ``n`` counts the commits the process
 attempted (a failed one keeps its number). In-memory and temporary databases (``":memory:"``,

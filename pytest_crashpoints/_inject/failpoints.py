@@ -60,7 +60,8 @@ Points the harness can place without any user code, inside its worker processes 
     ``db=<file name>`` and ``n=<the process's commit number>``.
 ``"A"`` with ``source="auto"``
     Before a POST, PUT, PATCH or DELETE leaves for a provider, if the process committed since its
-    last request to a provider and did not call ``crashpoint("A")`` itself since then.
+    last write request to a provider (reads in between do not count) and did not call
+    ``crashpoint("A")`` itself since then.
 ``"B"``, ``"C"`` at the wire
     When the provider's answer arrives on the socket, before the client reads any of it, with the
     context the harness's loopback server sends.
@@ -282,9 +283,9 @@ class _Armed:
 
 
 class _SinceLastRequest:
-    """What this process did since its last request to a provider.
+    """What this process did since its last write request to a provider.
 
-    The wire hooks' automatic A reads it before each request to a provider and resets it after
+    The wire hooks' automatic A reads it before each write request to a provider and resets it after
     (``wire.py``); the commit hooks set ``committed`` after each durable commit
     (``commits.py``); an armed :func:`crashpoint` call of ``"A"`` sets ``marked_a``.
     """

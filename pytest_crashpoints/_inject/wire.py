@@ -23,9 +23,10 @@ begins with ``b"\\x00"``, so a response without a preamble passes untouched.
 **Automatic A.** When the first bytes of a request (its request line) are about to be sent and
 the method is POST, PUT, PATCH or DELETE, ``crashpoint("A", source="auto", method=...,
 path=...)`` fires before anything is sent, but only if this process made a durable commit
-(``commits.py``) since its last request to a provider and did not call ``crashpoint("A")``
-itself since then (an agent that marks A keeps its own). Every request line sent to a hooked
-address, from any thread, is "a request to a provider". ``path`` is the request target without
+(``commits.py``) since its last write request to a provider (reads in between, such as an
+"is it done already?", do not count) and did not call ``crashpoint("A")`` itself since then
+(an agent that marks A keeps its own). Every request line sent to a hooked address, from any
+thread, is "a request to a provider". ``path`` is the request target without
 its query, as far as the first ``send`` call carries it (every client above sends the request
 line whole).
 
@@ -222,12 +223,14 @@ def _sending(state: _Connection, head: bytes) -> None:
     if request is not None:
         method = request.group(1).decode("ascii")
         activity = since_last_request
-        if method in _WRITE_METHODS and activity.committed and not activity.marked_a:
-            automatic_crashpoint(
-                "A", source="auto", method=method, path=request.group(2).decode("latin-1")
-            )
-        activity.committed = False
-        activity.marked_a = False
+        if method in _WRITE_METHODS:
+            if activity.committed and not activity.marked_a:
+                automatic_crashpoint(
+                    "A", source="auto", method=method, path=request.group(2).decode("latin-1")
+                )
+            # Reads in between (an "is it done already?" before the write) do not end it.
+            activity.committed = False
+            activity.marked_a = False
     state.request_start = False
     state.response_start = True
 

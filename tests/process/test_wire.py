@@ -442,6 +442,31 @@ def test_a_commit_then_a_post_hits_a_before_the_post_leaves(
 
 
 @pytest.mark.parametrize(
+    "steps",
+    [
+        pytest.param(("commit", "GET /v1/issues", "POST /v1/issues"), id="a check in between"),
+        pytest.param(
+            ("commit", "POST /v1/issues", "GET /v1/issues", "POST /v1/issues"),
+            id="a second POST with no new commit",
+        ),
+    ],
+)
+def test_reads_between_the_commit_and_the_write_keep_the_automatic_a(
+    server: PreambleServer, tmp_path: Path, steps: Sequence[str]
+) -> None:
+    outcome = run_steps(server, tmp_path, *steps)
+    assert isinstance(outcome, Completed), outcome
+    assert a_hits(outcome.hits) == [{"source": "auto", "method": "POST", "path": "/v1/issues"}]
+    sent_before = len(server.requests)
+    killed = run_steps(server, tmp_path, *steps, faults=[Fault("A")])
+    assert isinstance(killed, Killed), killed
+    # Killed before the first POST left: what came before it went out, the POST did not.
+    first_post = steps.index("POST /v1/issues")
+    expected = [step.split()[0] for step in steps[:first_post] if step != "commit"]
+    assert [method for method, *_ in server.requests[sent_before:]] == expected
+
+
+@pytest.mark.parametrize(
     ("steps", "a"),
     [
         pytest.param(("commit", "GET /v1/charges/ch_1"), [], id="a GET"),
@@ -514,14 +539,15 @@ def test_automatic_a_once_per_commit_then_request(server: PreambleServer, tmp_pa
         "POST /v1/a",  # A
         "PUT /v1/b",  # no commit since the last request: no A
         "commit",
-        "GET /v1/c",  # a GET is a request: it resets the commit
-        "DELETE /v1/d",  # no A
+        "GET /v1/c",  # a read ("is it done already?") does not end the commit's turn
+        "DELETE /v1/d",  # A
         "commit",
         "PATCH /v1/e",  # A
     )
     assert isinstance(outcome, Completed), outcome
     assert [(a["method"], a["path"]) for a in a_hits(outcome.hits)] == [
         ("POST", "/v1/a"),
+        ("DELETE", "/v1/d"),
         ("PATCH", "/v1/e"),
     ]
 
