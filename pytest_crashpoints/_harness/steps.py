@@ -244,6 +244,9 @@ class CaseRun:
                     f"{who} ended without reaching {midway.point} (hit {midway.hit})",
                 )
             else:
+                # A harness second passes while it waits: what it did before the change and
+                # what it does after are told apart by time (invariant 4 compares the two).
+                self.clock.advance(1.0)
                 self.change_authority(index, midway.change)
                 worker.release(gate)
             outcome = worker.wait()

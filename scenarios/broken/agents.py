@@ -26,6 +26,7 @@ from pytest_crashpoints import (
     Attempt,
     Authority,
     Context,
+    Found,
     Receipt,
     State,
     crashpoint,
@@ -33,24 +34,29 @@ from pytest_crashpoints import (
     recover,
     reference_worker,
 )
+from pytest_crashpoints.errors import IllegalTransition
 from pytest_crashpoints.ledger import LookupResult, normalize_args
 
 #: The custom argument the reference email adapter sends the idempotency key in.
-CORRELATION = "crashpoints_correlation_id"
+CORRELATION = "idempotency_key"
 
 __all__ = [
+    "authority_read_once_worker",
     "blind_retry_recovery",
     "confirm_on_http_200_recovery",
     "dispatched_after_send_worker",
+    "failed_lookup_as_failure_worker",
     "forget_owner_recovery",
     "gives_up_after_crashed_recovery",
     "key_per_delivery_worker",
+    "lagging_search_trusted_recovery",
     "random_key_worker",
     "retry_review_recovery",
     "skip_after_crash_worker",
     "stale_authority_recovery",
     "tenant_blind_recovery",
     "timeout_as_absent_recovery",
+    "unclaimed_recovery",
 ]
 
 
@@ -465,3 +471,168 @@ def gives_up_after_crashed_recovery(ctx: Context) -> int:
             )
             given_up += 1
     return given_up + len(ctx.recover())
+
+
+# -- 12. a failed confirming lookup taken as failure ------------------------------------------
+
+
+def failed_lookup_as_failure_worker(message: Mapping[str, Any], ctx: Context) -> list[str]:
+    """BUG: after the send, the worker confirms with the provider's lookup, and takes a lookup
+    that fails (a timeout, a 500) for "the send failed": the attempt is marked FAILED.
+
+    The email went out; the lookup failing says nothing about it. The attempt must stay
+    UNKNOWN for recovery (as ``guarded_call`` leaves it). Caught by invariant 2 (FAILED, but
+    the provider holds the effect) when lookups fail (F) during the worker's own delivery.
+    """
+    task_id = str(message["task_id"])
+    authority = _authority(ctx, task_id)
+    adapters = ctx.adapters()
+    ledger = ctx.ledger
+    states = []
+    for call in message["calls"]:
+        adapter = adapters[call["tool"]]
+        attempt, created = ledger.record_intent(
+            task_id=task_id,
+            tool_name=adapter.tool_name,
+            args=normalize_args(call["args"]),
+            idempotency_key=call["key"],
+            authority=authority,
+            actor=ctx.worker_id,
+        )
+        if not created:
+            states.append(attempt.state.value)
+            continue
+        where = {"tool": adapter.tool_name, "task_id": task_id}
+        crashpoint("A", **where)
+        attempt = ledger.transition(
+            attempt.attempt_id,
+            State.DISPATCHED,
+            expected=State.INTENT_RECORDED,
+            actor=ctx.worker_id,
+            reason="dispatching",
+        )
+        receipt: Receipt = adapter.dispatch(
+            attempt.args, idempotency_key=attempt.idempotency_key, authority=authority
+        )
+        crashpoint("B", **where)
+        attempt = ledger.record_provider_request_id(
+            attempt.attempt_id, receipt.request_id, result_ref=receipt.result_ref
+        )
+        crashpoint("C", **where)
+        try:
+            found = adapter.lookup(attempt)
+        except httpx.HTTPError as exc:
+            attempt = ledger.transition(
+                attempt.attempt_id,
+                State.FAILED,
+                expected=State.DISPATCHED,
+                actor=ctx.worker_id,
+                reason=f"could not confirm the send ({type(exc).__name__}): failed",
+            )
+        else:
+            confirmed = isinstance(found, Found) and found.payload_hash == attempt.args_hash
+            attempt = ledger.transition(
+                attempt.attempt_id,
+                State.OUTCOME_CONFIRMED if confirmed else State.UNKNOWN,
+                expected=State.DISPATCHED,
+                actor=ctx.worker_id,
+                reason="the lookup shows it" if confirmed else "not confirmed yet",
+            )
+        states.append(attempt.state.value)
+    return states
+
+
+# -- 13. a recovery that does not claim -------------------------------------------------------
+
+
+def unclaimed_recovery(ctx: Context) -> int:
+    """BUG: recovery re-sends an attempt that never left (INTENT_RECORDED: the safe order
+    proves it was not sent) without claiming it first, and records the send after it.
+
+    Alone it is right. Two recoveries at once (two restarted workers, a cron and an operator)
+    both read INTENT_RECORDED and both send: without a claim (an owner with a lease, taken by
+    compare-and-set) nothing stops the second. Caught by invariant 1 when two recoveries race
+    after a worker was killed at A, the first waiting where it would have claimed
+    (``recovery.claimed``) while the second runs.
+    """
+    adapters = ctx.adapters()
+    ledger = ctx.ledger
+    acted = 0
+    for attempt in ledger.attempts():
+        if attempt.state is not State.INTENT_RECORDED or ledger.now() - attempt.created_at < 30:
+            continue
+        if attempt.lease_expires_at is not None and attempt.lease_expires_at > ledger.now():
+            continue  # its worker is alive
+        adapter = adapters[attempt.tool_name]
+        # The reference recovery claims the attempt here; this one only marks the place.
+        crashpoint("recovery.claimed", attempt_id=attempt.attempt_id, tool=attempt.tool_name)
+        receipt = adapter.dispatch(
+            attempt.args, idempotency_key=attempt.idempotency_key, authority=attempt.authority
+        )
+        try:
+            for state in (State.DISPATCHED, State.OUTCOME_CONFIRMED):
+                ledger.transition(
+                    attempt.attempt_id,
+                    state,
+                    actor=ctx.worker_id,
+                    reason="recovery sent what never left",
+                    provider_request_id=receipt.request_id,
+                    result_ref=receipt.result_ref,
+                )
+        except IllegalTransition:
+            pass  # someone else recorded it meanwhile
+        acted += 1
+    return acted + len(ctx.recover())
+
+
+# -- 14. a lagging search trusted --------------------------------------------------------------
+
+
+def lagging_search_trusted_recovery(ctx: Context) -> int:
+    """BUG: recovery takes "not in the provider's search" for "never sent", however recent
+    the send: it ignores that the search index lags behind the writes.
+
+    An email sent just before the worker died is not in the search yet when recovery asks;
+    recovery sends it again. The reference adapters wait until a send is older than the
+    search's lag bound before a miss counts as absent. Caught by invariant 1 when the search
+    still lags (a search lag that matters) at the recovery after a kill at B.
+    """
+    return len(
+        recover(
+            ctx.ledger,
+            ctx.adapters(search_lag_bound=0),
+            owner=ctx.worker_id,
+            current_authority=lambda attempt: ctx.authority(attempt.task_id),
+        )
+    )
+
+
+# -- 15. authority read once per message --------------------------------------------------------
+
+
+def authority_read_once_worker(message: Mapping[str, Any], ctx: Context) -> list[str]:
+    """BUG: the worker reads the task's authority once, when the message arrives, and makes
+    every tool call of the message under it.
+
+    When the authority is revoked or narrowed between two calls (an operator revokes the
+    integration while the agent is mid-task), the later calls still go out with the old
+    credentials. The reference worker asks before each call and records a refused call in
+    MANUAL_REVIEW. Caught by invariant 4 when the authority changes between two tool calls of
+    one message (E midway).
+    """
+    task_id = str(message["task_id"])
+    authority = _authority(ctx, task_id)
+    adapters = ctx.adapters()
+    states = []
+    for call in message["calls"]:
+        attempt = guarded_call(
+            ctx.ledger,
+            adapters[call["tool"]],
+            task_id=task_id,
+            args=call["args"],
+            idempotency_key=call["key"],
+            authority=authority,
+            actor=ctx.worker_id,
+        )
+        states.append(attempt.state.value)
+    return states

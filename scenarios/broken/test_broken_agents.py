@@ -45,6 +45,27 @@ ORDER_CHARGE = {
     ],
 }
 
+ORDER_WITH_RECEIPT = {
+    "task_id": "order-8",
+    "tenant": "tenant-7",
+    "calls": [
+        {
+            "tool": "charge",
+            "key": "order:tenant-7:order-8:charge",
+            "args": {"amount": 4200, "currency": "eur", "customer": "cus_tenant-7"},
+        },
+        {
+            "tool": "send_email",
+            "key": "order:tenant-7:order-8:receipt",
+            "args": {
+                "to": "ada@customer.example",
+                "subject": "Receipt for order 8",
+                "body": "We charged 42.00 EUR.",
+            },
+        },
+    ],
+}
+
 RELEASE = {
     "task_id": "release-142",
     "tenant": "tenant-7",
@@ -159,4 +180,38 @@ def test_crashed_recovery_taken_for_a_poison_pill(crashpoints: CrashpointsFixtur
         worker=reference_worker,
         recover=agents.gives_up_after_crashed_recovery,
         messages=[RELEASE],
+    )
+
+
+@exhaustive(points="F", providers=["email"], expect=2)
+def test_failed_confirming_lookup_taken_for_failure(crashpoints: CrashpointsFixture) -> None:
+    crashpoints.run(
+        worker=agents.failed_lookup_as_failure_worker,
+        recover=reference_recovery,
+        messages=[INVOICE_EMAIL],
+    )
+
+
+@exhaustive(points="AD", providers=["email"], expect=1)
+def test_recovery_without_a_claim(crashpoints: CrashpointsFixture) -> None:
+    crashpoints.run(
+        worker=reference_worker, recover=agents.unclaimed_recovery, messages=[INVOICE_EMAIL]
+    )
+
+
+@exhaustive(points="BF", providers=["email"], expect=1)
+def test_lagging_search_taken_for_absent(crashpoints: CrashpointsFixture) -> None:
+    crashpoints.run(
+        worker=reference_worker,
+        recover=agents.lagging_search_trusted_recovery,
+        messages=[INVOICE_EMAIL],
+    )
+
+
+@exhaustive(points="E", providers=["payments", "email"], expect=4)
+def test_authority_read_once_per_message(crashpoints: CrashpointsFixture) -> None:
+    crashpoints.run(
+        worker=agents.authority_read_once_worker,
+        recover=reference_recovery,
+        messages=[ORDER_WITH_RECEIPT],
     )

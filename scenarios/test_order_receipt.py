@@ -1,0 +1,30 @@
+"""Charge an order, then e-mail the receipt: one message, two tool calls, two providers.
+
+The reference worker asks the task's authority before each call; when it changes between the
+charge and the receipt (E midway: revoked, narrowed, another tenant or policy), the receipt is
+not sent and is recorded in MANUAL_REVIEW with the reason, so nothing is dropped without a
+trace. Every single fault passes; ``tests/acceptance/test_reference_bound2.py`` runs every pair.
+The worker that reads the authority once per message is caught in
+``broken/test_broken_agents.py::test_authority_read_once_per_message``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from pytest_crashpoints import reference_recovery, reference_worker
+from scenarios.broken.test_broken_agents import ORDER_WITH_RECEIPT
+
+if TYPE_CHECKING:
+    from pytest_crashpoints import CrashpointsFixture
+
+
+@pytest.mark.crashpoints(
+    points="ABCDEF", providers=["payments", "email"], mode="exhaustive", max_faults=1
+)
+def test_charge_then_receipt(crashpoints: CrashpointsFixture) -> None:
+    crashpoints.run(
+        worker=reference_worker, recover=reference_recovery, messages=[ORDER_WITH_RECEIPT]
+    )
