@@ -158,7 +158,7 @@ def _reconcile(
 
     if attempt.state in (State.INTENT_RECORDED, State.FAILED_RETRYABLE, State.RECONCILED):
         # Never left, or proven not applied: dispatching now cannot duplicate anything.
-        move(State.DISPATCHED, f"recovery dispatches a {start.value} attempt")
+        move(State.DISPATCHED, f"recovery dispatches an attempt left {start.value}")
         attempt = _redispatch(ledger, adapter, attempt, owner)
         return done("dispatched")
 

@@ -268,6 +268,14 @@ def _dropped_work(evidence: Evidence) -> list[Violation]:
             continue
         whose = f"message {expected.message}" if expected.message is not None else "a message"
         task = f" (task {expected.task_id})" if expected.task_id else ""
+        where = "in the ledger"
+        if evidence.ledger_columns is not None and not evidence.ledger_columns:
+            # Ground truth says the work is missing; with no ledger, nothing can say where it
+            # went (parked for a person is fine, but only a record can show it).
+            where = (
+                "that the harness can read: the case has no ledger view; if your agent parks "
+                "such work, pass ledger_view= so its record can account for it"
+            )
         violations.append(
             Violation(
                 2,
@@ -275,7 +283,7 @@ def _dropped_work(evidence: Evidence) -> list[Violation]:
                 f"{whose}{task} was delivered and its {expected.operation} at "
                 f"{expected.provider} (in the fault-free run: {expected.request_id}) was "
                 "silently dropped: no effect at the provider and no attempt in review or failed "
-                "in the ledger.",
+                f"{where}.",
             )
         )
     return violations
@@ -535,7 +543,8 @@ def unchecked(ledger_columns: frozenset[str] | None) -> list[str]:
     if not ledger_columns:
         return [
             "invariants 2, 3 and 5 on the ledger: the case has no ledger (pass ledger_view= "
-            "to read your own; only the providers' ground truth was checked)"
+            "to read your own; only the providers' ground truth was checked, against the "
+            "fault-free run)"
         ]
     if not evidence.reads_any(*LINK_COLUMNS):
         skipped.append(

@@ -286,9 +286,28 @@ class CaseRun:
                 clock=self.clock,
             )
         except WorkerNotPaused as exc:
-            text = f"the interleaving could not be forced: {exc}"
-            self.errors.append(text)
-            self.history.add(self.step, self.clock.now(), "error", text)
+            from .._process.outcome import Completed, Killed, Raised
+
+            if not isinstance(exc.outcome, Completed | Killed | Raised):
+                text = f"the interleaving could not be forced: {exc}"
+                self.errors.append(text)
+                self.history.add(self.step, self.clock.now(), "error", text)
+                return
+            # Another fault of the schedule took the first worker elsewhere (a lost answer,
+            # a kill before the gate): it ended first, and the second delivery comes after.
+            self._acknowledge(index, [exc.outcome])
+            self._record(first, exc.outcome, kill)
+            self.history.add(
+                self.step,
+                self.clock.now(),
+                "note",
+                f"{first} ended without reaching {pause_at} (hit {pause_hit}): {second} runs "
+                "after it",
+            )
+            args = (self.scenario.worker, self.env, second, message)
+            outcome = self._run(_deliver_entry, args, None)
+            self._acknowledge(index, [outcome])
+            self._record(second, outcome)
             return
         self._acknowledge(index, outcomes)
         for who, outcome, planned in zip((first, second), outcomes, (kill, None), strict=True):

@@ -2,8 +2,9 @@
 
 The invariants are checked through the :class:`~pytest_crashpoints.LedgerView` protocol
 (``attempts()``, ``queue()``, ``events()``). The reference :class:`Ledger` is one;
-:class:`SQLiteLedgerView` reads any SQLite table that follows the seed schema
-(docs/howto-own-ledger.md), with configurable table, column and state names::
+:class:`SQLiteLedgerView` reads any SQLite table with a row id and a state, and whatever
+more of the seed names' columns it has (docs/howto-own-ledger.md), with configurable table,
+column and state names::
 
     SQLiteLedgerView(
         "agent.db",
@@ -154,16 +155,13 @@ class SQLiteLedgerView:
     def provides(self) -> frozenset[str]:
         """The seed names this view can read: mapped (or same-named) columns the table has,
         constants, arguments from ``args_columns``, and the authority from ``authority_of``.
-        Before the table exists, the names it is configured to read."""
+        Before the table exists, the names it is configured to read (``columns=``)."""
         names = {name: self.columns.get(name, name) for name in SEED_COLUMNS + OPTIONAL_COLUMNS}
-        if self._present is None:
+        present = self._present if self._present is not None else self._table_columns()
+        if present is None:
             found = set(self.columns)
         else:
-            found = {
-                name
-                for name, column in names.items()
-                if column in self._present or column == _ROWID
-            }
+            found = {name for name, col in names.items() if col in present or col == _ROWID}
         found |= set(self.constants)
         if self.args_columns:
             found |= {"args_json", "args_hash"}
@@ -179,6 +177,14 @@ class SQLiteLedgerView:
         conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
         conn.row_factory = sqlite3.Row
         return conn
+
+    def _table_columns(self) -> frozenset[str] | None:
+        """The table's columns, if the file and the table exist yet."""
+        if not self.path.exists():
+            return None
+        with self._closing() as conn:
+            present = {row["name"] for row in conn.execute(f'PRAGMA table_info("{self.table}")')}
+        return frozenset(present) if present else None
 
     def _rows(self, table: str, required: Sequence[str], mapping: Mapping[str, str]) -> Any:
         """(columns present, rows) of ``table``; none yet if the file or table does not exist

@@ -67,10 +67,8 @@ def summary_lines(results: Iterable[Mapping[str, Any]], *, seed: int | None) -> 
             )
         unchecked = result.get("unchecked") or ()
         if unchecked and not result.get("failure"):
-            lines.append(
-                f"NOT CHECKED in {result['nodeid']} (the ledger view reads too little): "
-                + "; ".join(unchecked)
-            )
+            lines.append(f"NOT CHECKED in {result['nodeid']} (the ledger view reads too little):")
+            lines += [f"    {what}" for what in unchecked]
         differences = result.get("differences") or []
         if differences:
             first = differences[0]

@@ -219,3 +219,24 @@ def test_a_policy_bump_keeps_the_key_the_task_still_holds(tmp_path: Path) -> Non
     assert any(
         "state=OUTCOME_CONFIRMED" in line and "policy=p1-next" in line for line in result.state
     )
+
+
+def test_a_second_delivery_comes_after_a_first_that_never_reaches_its_gate(
+    tmp_path: Path,
+) -> None:
+    # The lost answer means the first worker never passes B: two faults of a schedule of
+    # bound 2 that cannot both act. The second delivery then runs after the first, and the
+    # case is judged, not reported as a harness error.
+    from pytest_crashpoints.harness import LoseResponse
+
+    spec = ProviderSpec("email")
+    lost = Schedule(
+        (
+            LoseResponse("email", 1, "reset"),
+            Deliver(0, duplicate="concurrent", pause_at="B", pause_hit=1),
+        )
+    )
+    result = run_case(scenario(spec), lost, base_dir=tmp_path)
+    assert not result.errors, result.errors
+    assert "worker-2 runs after it" in result.timeline
+    assert result.passed, render_failure(result)

@@ -146,8 +146,14 @@ def test_lag_racing_recoveries_and_e_between_two_calls() -> None:
         at = kinds_.index("SearchLag")
         assert kinds_[at + 1 : at + 3] == ["Advance", "Recover"]
         assert s.steps[at - 1].kill is not None  # type: ignore[union-attr]
-    races = [step for s in singles for step in s.steps if isinstance(step, Recover) and step.racing]
-    assert {step.pause_at for step in races} >= {None, "recovery.claimed", "db.committed", "C"}
+    raced = [s for s in singles if any(isinstance(t, Recover) and t.racing for t in s.steps)]
+    races = [step for s in raced for step in s.steps if isinstance(step, Recover) and step.racing]
+    # Forced interleavings only (a free race is not the same race twice).
+    assert {step.pause_at for step in races} == {"recovery.claimed", "recovery.looked_up",
+                                                 "db.committed", "C"}
+    # After a kill before the send (both recoveries find nothing) and after one in flight.
+    kills = {s.steps[0].kill for s in raced if isinstance(s.steps[0], Deliver)}
+    assert {k.point for k in kills if k} == {"A", "B"}
     midway = [
         (i, step.midway)
         for s in singles
@@ -233,3 +239,17 @@ def test_generated_schedules_deliver_every_message_once_in_order(schedule: Sched
     first = [s.message for s in schedule.steps if isinstance(s, Deliver)]
     assert first == [0, 1]
     assert Schedule.from_dict(schedule.to_dict()) == schedule
+
+
+def test_without_a_recovery_no_fault_only_a_recovery_would_meet() -> None:
+    import dataclasses
+
+    alone = dataclasses.replace(TWO_CALLS, recovers=False)
+    steps = [step for s in _singles(alone) for step in s.steps]
+    assert not [s for s in steps if isinstance(s, Recover) and (s.kill or s.racing)]
+    assert not [s for s in steps if isinstance(s, SearchLag)]
+    # A lookup failing during the worker's own delivery still matters, and so does E.
+    assert [s for s in steps if isinstance(s, LookupTimeouts)]
+    assert [s for s in steps if isinstance(s, ChangeAuthority)]
+    with_recovery = [step for s in _singles(TWO_CALLS) for step in s.steps]
+    assert [s for s in with_recovery if isinstance(s, Recover) and s.racing]
