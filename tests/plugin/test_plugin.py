@@ -381,3 +381,21 @@ def test_no_task_id(crashpoints):
         ]
     )
     assert "Traceback" not in result.stdout.str()
+
+
+def test_a_replay_token_naming_a_message_the_test_lacks_is_one_line(
+    pytester: pytest.Pytester,
+) -> None:
+    from pytest_crashpoints.harness import Deliver, Schedule, replay_token
+
+    pytester.makepyfile(SCENARIO + GOOD.replace("{mode}", "exhaustive"))
+    token = replay_token(Schedule((Deliver(99),)), seed=1, nodeid="x.py::test_good")
+    result = run(pytester, f"--crashpoints-replay={token}")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "crashpoints: *test_good: the replay token's schedule names message 99, but this "
+            "test has 1 message(s) (0 to 0)*"
+        ]
+    )
+    assert "Traceback" not in result.stdout.str() and "IndexError" not in result.stdout.str()
