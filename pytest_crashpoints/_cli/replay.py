@@ -32,6 +32,6 @@ def replay(token: str, *, pytest_args: Sequence[str] = ()) -> int:
         args.append(f"--crashpoints-seed={read.seed}")
     # The node id is already checked (no "-", no "@", relative, no ".."); "./" in front keeps
     # pytest from ever reading it as an option or an arguments file.
-    return run_pytest([*args, *pytest_args, f"./{read.nodeid}"])
+    return run_pytest([*args, *pytest_args, f"./{read.nodeid}"]).status
 
 

@@ -92,9 +92,15 @@ def render_markdown(document: Mapping[str, Any], *, passed: bool) -> str:
     tests = document["tests"]
     totals = report_totals(tests)
     status = "passed" if passed else "FAILED"
-    lines = [
-        f"## crashpoints gate: {status}",
-        "",
+    lines = [f"## crashpoints gate: {status}", ""]
+    if document.get("interrupted"):
+        lines = [
+            "## crashpoints gate: interrupted",
+            "",
+            "The run was interrupted: only the crash tests that finished are listed.",
+            "",
+        ]
+    lines += [
         f"{totals['tests']} tests, {totals['cases']} crash cases (seed {document.get('seed')}): "
         f"{totals['passed']} passed, {totals['caught']} broken agents caught, "
         f"{totals['failed']} failed.",

@@ -27,11 +27,16 @@ def collect(terminalreporter: Any) -> list[dict[str, Any]]:
     return sorted(results, key=lambda d: d["nodeid"])
 
 
-def write_report(path: Path, results: list[dict[str, Any]], *, seed: int) -> None:
-    """Write the JSON report to ``path`` atomically (a partial file, then a rename)."""
+def write_report(
+    path: Path, results: list[dict[str, Any]], *, seed: int, interrupted: bool = False
+) -> None:
+    """Write the JSON report to ``path`` atomically (a partial file, then a rename).
+    ``interrupted``: the run was stopped (Ctrl-C), and the report holds the tests that
+    finished."""
     document = {
         "version": REPORT_VERSION,
         "seed": seed,
+        "interrupted": interrupted,
         "tests": results,
     }
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -135,3 +135,5 @@ def test_gate_without_crash_tests_is_an_error(
     (suite / "test_plain.py").write_text("def test_plain():\n    pass\n")
     assert main(["gate", "crash"]) == 2
     assert "no crash tests ran" in capfd.readouterr().err
+    # No report file at all: not the JSON, the JUnit XML, the Markdown, nor a partial one.
+    assert list(suite.parent.glob("crashpoints-*")) == []
