@@ -30,7 +30,7 @@ MESSAGE = {"task_id": "t-1", "calls": [{"tool": "send_email", "key": "inv-7:send
 
 
 def slow_worker(message, ctx):
-    time.sleep(0.2)
+    time.sleep(2)
     return reference_worker(message, ctx)
 
 
@@ -75,8 +75,19 @@ def workdir(tmp_path: Path) -> Path:
 def start_gate(workdir: Path, tag: str, *pytest_args: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "CRASHPOINTS_TEST_TAG": tag, "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen(
-        [sys.executable, "-m", "pytest_crashpoints.cli", "gate", "crash", "--",
-         "-p", "no:randomly", "-p", "no:cacheprovider", *pytest_args],
+        [
+            sys.executable,
+            "-m",
+            "pytest_crashpoints.cli",
+            "gate",
+            "crash",
+            "--",
+            "-p",
+            "no:randomly",
+            "-p",
+            "no:cacheprovider",
+            *pytest_args,
+        ],
         cwd=workdir,
         env=env,
         stdout=subprocess.PIPE,
@@ -84,10 +95,12 @@ def start_gate(workdir: Path, tag: str, *pytest_args: str) -> subprocess.Popen[b
     )
 
 
-def read_until(proc: subprocess.Popen[bytes], text: bytes, *, timeout: float) -> bytes:
+def read_until(
+    proc: subprocess.Popen[bytes], text: bytes, seen: bytearray, *, timeout: float
+) -> None:
+    """Read the gate's output into ``seen`` until ``text`` is in it."""
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout
-    seen = b""
     while text not in seen and (remaining := deadline - time.monotonic()) > 0:
         readable, _, _ = select.select([proc.stdout], [], [], remaining)
         chunk = os.read(proc.stdout.fileno(), 65536) if readable else b""
@@ -95,7 +108,6 @@ def read_until(proc: subprocess.Popen[bytes], text: bytes, *, timeout: float) ->
             break
         seen += chunk
     assert text in seen, seen.decode()
-    return seen
 
 
 def finish(proc: subprocess.Popen[bytes], tag: str) -> bytes:
@@ -122,7 +134,7 @@ def test_a_signal_to_the_gate_leaves_no_process_after_three_seconds(
     try:
         # Both xdist workers are inside a slow crash test: gate, guardian, pytest, two xdist
         # workers, their two fork servers and at least one worker are running.
-        read_until(gate, b"test_b_slow[", timeout=60)
+        read_until(gate, b"test_b_slow[", bytearray(), timeout=60)
         deadline = time.monotonic() + 30
         while len(tagged(tag)) < 8 and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -153,9 +165,10 @@ def test_ctrl_c_is_one_line_pytests_status_and_a_report_of_what_finished(
     tag = uuid.uuid4().hex
     gate = start_gate(workdir, tag, "-v")
     try:
-        read_until(gate, b"test_a_fast PASSED", timeout=60)
-        read_until(gate, b"test_b_slow[0]", timeout=30)
-        time.sleep(0.5)  # inside the slow test's crash cases
+        seen = bytearray()
+        read_until(gate, b"test_a_fast PASSED", seen, timeout=60)
+        read_until(gate, b"test_b_slow[0]", seen, timeout=30)
+        time.sleep(0.5)  # inside the slow test's first crash case
         gate.send_signal(signal.SIGINT)
         signalled = time.monotonic()
         gate.wait(timeout=30)
