@@ -110,6 +110,11 @@ class CaseRun:
         now = self.clock.now()
         for hit in getattr(outcome, "hits", ()):
             self.hits[hit.point] = max(self.hits.get(hit.point, 0), hit.n)
+        left = getattr(outcome, "left_running", ())
+        if left:
+            text = f"{who} ended with process(es) it started still running: {', '.join(left)}"
+            self.errors.append(text + " (killed by the harness; wait for what you start)")
+            self.history.add(self.step, now, "error", text)
         if isinstance(outcome, Completed):
             text = f"{who} completed"
             if kill is not None:
