@@ -126,7 +126,8 @@ def render_failure(report: ExplorationReport) -> str:
         *failure.violations,
     ]
     if failure.errors:
-        lines += ["", "harness errors:", *(f"    {e}" for e in failure.errors)]
+        lines += ["", "harness errors:"]
+        lines += [f"    {line}" for e in failure.errors for line in e.rstrip("\n").splitlines()]
     if not failure.deterministic:
         lines += [
             "",

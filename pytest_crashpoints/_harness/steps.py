@@ -89,6 +89,10 @@ class CaseRun:
         #: Which message each worker process delivered (recovery processes deliver none).
         self.deliveries: dict[str, int] = {}
         self.step = 0
+        #: A case with nothing injected: an exception in the worker or recovery is an error
+        #: (it fails the test), not an outcome to recover from.
+        self.fault_free = False
+        self._raised = False
         self._runs = 0
         if fresh:
             self.history.add(0, self.clock.now(), "setup", world.describe())
@@ -132,9 +136,14 @@ class CaseRun:
             self.incidents.append(Incident(now, text))
             self.history.add(self.step, now, "kill", text, point=outcome.point, hit=outcome.hit)
         elif isinstance(outcome, Raised):
-            self.history.add(
-                self.step, now, "raised", f"{who} raised {outcome.exc_type}: {outcome.message}"
-            )
+            text = f"{who} raised {outcome.exc_type}: {outcome.message}"
+            self.history.add(self.step, now, "raised", text)
+            if self.fault_free and outcome.injected_at is None and not self._raised:
+                self._raised = True  # the first is the story; later ones are in the timeline
+                self.errors.append(
+                    f"{text} in the fault-free run, where nothing was injected; a crash test "
+                    f"needs a worker and recovery that succeed then.\n{outcome.traceback}"
+                )
         elif isinstance(outcome, TimedOut):
             text = f"{who} timed out after {outcome.after:.1f}s (timeout {outcome.timeout:g}s)"
             self.errors.append(text)

@@ -115,7 +115,7 @@ def child_main(
                 "raised",
                 f"{type(exc).__module__}.{type(exc).__qualname__}",
                 str(exc),
-                "".join(traceback.format_exception(exc)),
+                _user_traceback(exc),
                 injected_at,
                 armed.trace,
                 armed.matched,
@@ -138,6 +138,24 @@ def child_main(
                 armed.matched,
             )
         )
+
+
+# The harness's own frames, above the user's callable in every worker's traceback.
+_HARNESS_DIRS = tuple(
+    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), name) + os.sep
+    for name in ("_process", "_harness")
+)
+
+
+def _user_traceback(exc: BaseException) -> str:
+    """The traceback text of ``exc`` from the user's code down: the frames of the harness
+    that called it (this module, the case's entry points) are left out."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        if not os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(_HARNESS_DIRS):
+            break
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
 
 
 def _report_left_running(conn: Any) -> None:

@@ -399,3 +399,38 @@ def test_a_replay_token_naming_a_message_the_test_lacks_is_one_line(
         ]
     )
     assert "Traceback" not in result.stdout.str() and "IndexError" not in result.stdout.str()
+
+
+def test_a_worker_that_raises_on_every_message_fails_with_its_traceback(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        SCENARIO
+        + """
+def parse(message):
+    raise ValueError(f"cannot parse {message['task_id']}")
+
+
+def raising_worker(message, ctx):
+    return parse(message)
+
+
+@pytest.mark.crashpoints(points="AB", providers=["email"], mode="exhaustive")
+def test_raises(crashpoints):
+    crashpoints.run(worker=raising_worker, recover=reference_recovery, messages=[MESSAGE])
+"""
+    )
+    result = run(pytester)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*worker-1 raised builtins.ValueError: cannot parse t-1 in the fault-free run*",
+            "*in raising_worker",
+            "*return parse(message)*",
+            "*in parse",
+            "*ValueError: cannot parse t-1",
+        ]
+    )
+    # The user's frames, not the harness's.
+    assert "child_main" not in out and "_deliver_entry" not in out
