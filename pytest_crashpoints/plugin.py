@@ -146,12 +146,19 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     results = collect(terminalreporter)
     options = config.stash.get(options_key, None)
     if options is not None and options.report:
-        write_report(
-            Path(options.report),
-            results,
-            seed=config.stash[seed_key],
-            interrupted=exitstatus == pytest.ExitCode.INTERRUPTED,
-        )
+        try:
+            write_report(
+                Path(options.report),
+                results,
+                seed=config.stash[seed_key],
+                interrupted=exitstatus == pytest.ExitCode.INTERRUPTED,
+            )
+        except OSError as exc:  # checked at start-up, but the disk may have changed since
+            terminalreporter.write_line(
+                f"crashpoints: could not write the report to {options.report!r}: "
+                f"{exc.strerror or exc}; check --crashpoints-report.",
+                red=True,
+            )
     if not results:
         return
     from ._plugin.summary import summary_lines

@@ -140,9 +140,14 @@ class CrashpointsFixture:
         except CrashpointsError as exc:
             # A mistake in how the test is set up: one line that says what to do.
             pytest.fail(f"crashpoints: {self.nodeid}: {exc}", pytrace=False)
-        report = explore(
-            scenario, settings, base_dir=self.base_dir, nodeid=self.nodeid, reference=reference
-        )
+        try:
+            report = explore(
+                scenario, settings, base_dir=self.base_dir, nodeid=self.nodeid, reference=reference
+            )
+        except CrashpointsError as exc:
+            # The harness could not run the test as set up (e.g. a worker that cannot cross to
+            # a spawned process): one line that says what to do, not the harness's traceback.
+            pytest.fail(f"crashpoints: {self.nodeid}: {exc}", pytrace=False)
         self.report = report
         expected = self.marker.expect
         if expected:

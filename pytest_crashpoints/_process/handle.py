@@ -24,6 +24,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import reprlib
 import signal
 import time
 from collections.abc import Callable
@@ -95,15 +96,31 @@ def start_process(
         parent_conn.close()
         child_conn.close()
         raise HarnessError(
-            f"could not start a {start_method} worker for {fn!r}: {type(exc).__name__}: {exc}. "
-            "Under spawn the callable, its arguments and faults must be picklable by dill; "
-            "use fork, or pass plain values."
+            f"could not start a {start_method} worker: {_cannot_cross(fn, args, kwargs)} "
+            f"({type(exc).__name__}: {exc}). Under spawn the callable, its arguments and faults "
+            "must be picklable by dill; use start_method='fork', or pass plain values."
         ) from exc
     child_conn.close()
     with contextlib.suppress(OSError):
         # Also done by the child; whichever runs first wins the race with an early kill.
         os.setpgid(process.pid, process.pid)
     return Worker(process, parent_conn, timeout=timeout, started=started)
+
+
+def _cannot_cross(fn: Callable[..., object], args: tuple[object, ...], kwargs: Any) -> str:
+    """Name what cannot be pickled for a spawned worker: an argument first (the harness's
+    entry points take the user's worker or recovery as their first argument), else ``fn``."""
+    import dill
+
+    for obj in (*args, *kwargs.values(), fn):
+        try:
+            dill.dumps(obj)
+        except Exception:
+            name = getattr(obj, "__qualname__", None)
+            if name is not None:
+                return f"{getattr(obj, '__module__', '?')}.{name} cannot be pickled"
+            return f"{type(obj).__name__} {reprlib.repr(obj)} cannot be pickled"
+    return f"{getattr(fn, '__qualname__', repr(fn))} or its arguments cannot be pickled"
 
 
 class Worker:

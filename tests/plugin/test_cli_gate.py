@@ -119,6 +119,15 @@ def test_clear_errors(
         ("{not json", "is not a crashpoints report (not JSON"),
         ('{"version": 1}', "is JSON but not a crashpoints report"),
         ('{"version": 9, "tests": []}', "format version 9; this release reads version 1"),
+        (
+            '{"version": 1, "tests": [{"nodeid": "t.py::x"}]}',
+            "is a damaged crashpoints report (test 0 has no valid 'cases')",
+        ),
+        (
+            '{"version": 1, "tests": [{"nodeid": "t", "cases": 1, "coverage": {},'
+            ' "outcome": "failed", "failure": {"schedule_text": 3}}]}',
+            "the failure of test 0 has no valid 'schedule_text'",
+        ),
     ],
 )
 def test_show_refuses_what_is_not_a_report(
@@ -126,7 +135,8 @@ def test_show_refuses_what_is_not_a_report(
 ) -> None:
     Path("report.json").write_text(content)
     assert main(["show", "report.json"]) == 2
-    assert message in capfd.readouterr().err
+    err = capfd.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
 
 
 def test_gate_without_crash_tests_is_an_error(
