@@ -159,6 +159,8 @@ def render_markdown(document: Mapping[str, Any], *, passed: bool) -> str:
         lines.append(f"Reached but never killed: {', '.join(totals['unkilled'])}.")
     for test in tests:
         failure = test.get("failure")
+        if test.get("error") and not failure:
+            lines += ["", f"### `{test['nodeid']}`", "", str(test["error"])]
         if failure and verdict_of(test) == "failed":
             lines += [
                 "",

@@ -499,3 +499,29 @@ def test_raises(crashpoints):
     )
     # The user's frames, not the harness's.
     assert "child_main" not in out and "_deliver_entry" not in out
+
+
+def test_a_case_that_failed_only_by_a_timeout_is_headed_as_a_timeout(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        SCENARIO
+        + """
+import time
+
+
+def slow_worker(message, ctx):
+    time.sleep(5)
+
+
+@pytest.mark.crashpoints(points="A", providers=["email"], timeout=0.5)
+def test_slow(crashpoints):
+    crashpoints.run(worker=slow_worker, messages=[MESSAGE])
+"""
+    )
+    result = run(pytester)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["crashpoints: timeout: worker-1 timed out after *s (timeout 0.5s)*"]
+    )
+    assert "0 violation(s) of invariant(s) none" not in result.stdout.str()
