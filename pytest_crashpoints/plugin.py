@@ -138,7 +138,7 @@ def pytest_runtest_makereport(
     return report
 
 
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):
         return
     from ._plugin.report import collect, write_report
@@ -146,7 +146,19 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     results = collect(terminalreporter)
     options = config.stash.get(options_key, None)
     if options is not None and options.report:
-        write_report(Path(options.report), results, seed=config.stash[seed_key])
+        try:
+            write_report(
+                Path(options.report),
+                results,
+                seed=config.stash[seed_key],
+                interrupted=exitstatus == pytest.ExitCode.INTERRUPTED,
+            )
+        except OSError as exc:  # checked at start-up, but the disk may have changed since
+            terminalreporter.write_line(
+                f"crashpoints: could not write the report to {options.report!r}: "
+                f"{exc.strerror or exc}; check --crashpoints-report.",
+                red=True,
+            )
     if not results:
         return
     from ._plugin.summary import summary_lines

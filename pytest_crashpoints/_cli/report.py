@@ -32,7 +32,50 @@ def load_report(path: Path) -> dict[str, Any]:
             f"{path} is a crashpoints report of format version {document.get('version')!r}; "
             f"this release reads version {REPORT_VERSION}. Use the release that wrote it."
         )
+    problem = _damage(document["tests"])
+    if problem is not None:
+        raise CrashpointsError(
+            f"{path} is a damaged crashpoints report ({problem}); run the tests again to "
+            "write a new one."
+        )
     return document
+
+
+# What the table, the Markdown and ``show`` read of each test: field -> accepted types.
+_TEST_FIELDS: dict[str, tuple[type, ...]] = {"nodeid": (str,), "cases": (int,), "coverage": (dict,)}
+_FAILURE_FIELDS: dict[str, tuple[type, ...]] = {
+    "schedule_text": (str,),
+    "violations": (list,),
+    "invariants": (list,),
+    "timeline": (str,),
+    "replay_command": (str,),
+}
+
+
+def _damage(tests: object) -> str | None:
+    """What is wrong with the ``tests`` of a report, in words, or None."""
+    if not isinstance(tests, list):
+        return "'tests' is not a list"
+    for index, test in enumerate(tests):
+        if not isinstance(test, dict):
+            return f"test {index} is not an object"
+        for name, types in _TEST_FIELDS.items():
+            if not isinstance(test.get(name), types) or isinstance(test.get(name), bool):
+                return f"test {index} has no valid {name!r}"
+        if not all(isinstance(row, dict) and "reached" in row for row in test["coverage"].values()):
+            return f"test {index} has a damaged 'coverage'"
+        for name in ("expect", "unreached", "unkilled"):
+            if not isinstance(test.get(name, []), list):
+                return f"test {index} has a damaged {name!r}"
+        failure = test.get("failure")
+        if failure is None:
+            continue
+        if not isinstance(failure, dict):
+            return f"the failure of test {index} is not an object"
+        for name, types in _FAILURE_FIELDS.items():
+            if not isinstance(failure.get(name), types):
+                return f"the failure of test {index} has no valid {name!r}"
+    return None
 
 
 def report_totals(tests: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -92,9 +135,15 @@ def render_markdown(document: Mapping[str, Any], *, passed: bool) -> str:
     tests = document["tests"]
     totals = report_totals(tests)
     status = "passed" if passed else "FAILED"
-    lines = [
-        f"## crashpoints gate: {status}",
-        "",
+    lines = [f"## crashpoints gate: {status}", ""]
+    if document.get("interrupted"):
+        lines = [
+            "## crashpoints gate: interrupted",
+            "",
+            "The run was interrupted: only the crash tests that finished are listed.",
+            "",
+        ]
+    lines += [
         f"{totals['tests']} tests, {totals['cases']} crash cases (seed {document.get('seed')}): "
         f"{totals['passed']} passed, {totals['caught']} broken agents caught, "
         f"{totals['failed']} failed.",
@@ -110,6 +159,8 @@ def render_markdown(document: Mapping[str, Any], *, passed: bool) -> str:
         lines.append(f"Reached but never killed: {', '.join(totals['unkilled'])}.")
     for test in tests:
         failure = test.get("failure")
+        if test.get("error") and not failure:
+            lines += ["", f"### `{test['nodeid']}`", "", str(test["error"])]
         if failure and verdict_of(test) == "failed":
             lines += [
                 "",

@@ -130,6 +130,7 @@ def _run(
 ) -> CaseResult:
     world = World(scenario, env)
     run = CaseRun(world)
+    run.fault_free = not schedule.faults
     try:
         run.observe("set-up")
         for run.step, step in enumerate(schedule.steps, start=1):

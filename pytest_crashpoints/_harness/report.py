@@ -113,15 +113,15 @@ def render_failure(report: ExplorationReport) -> str:
     failure = report.failure
     if failure is None:
         return ""
-    names = ", ".join(f"{n} ({INVARIANTS[n]})" for n in failure.invariants) or "none"
     lines = [
-        f"crashpoints: {len(failure.violations)} violation(s) of invariant(s) {names}",
+        _heading(failure),
         f"minimal schedule: {failure.schedule}",
         "",
         *failure.violations,
     ]
     if failure.errors:
-        lines += ["", "harness errors:", *(f"    {e}" for e in failure.errors)]
+        lines += ["", "harness errors:"]
+        lines += [f"    {line}" for e in failure.errors for line in e.rstrip("\n").splitlines()]
     if not failure.deterministic:
         lines += [
             "",
@@ -139,3 +139,16 @@ def render_failure(report: ExplorationReport) -> str:
         f"replay: {failure.replay_command}",
     ]
     return "\n".join(lines)
+
+
+def _heading(failure: Failure) -> str:
+    """The first line of a failure report: the violations, or, when there are none, what
+    the harness could not do (a timeout says so)."""
+    if failure.violations or not failure.errors:
+        names = ", ".join(f"{n} ({INVARIANTS[n]})" for n in failure.invariants) or "none"
+        return f"crashpoints: {len(failure.violations)} violation(s) of invariant(s) {names}"
+    firsts = [error.splitlines()[0] if error else "" for error in failure.errors]
+    kind = "timeout" if all(" timed out after " in first for first in firsts) else "harness error"
+    more = len(firsts) - 1
+    return f"crashpoints: {kind}: {firsts[0]}" + (f" (and {more} more)" if more else "")
+

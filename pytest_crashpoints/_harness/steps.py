@@ -117,6 +117,10 @@ class CaseRun:
         #: Which message each worker process delivered (recovery processes deliver none).
         self.deliveries: dict[str, int] = {}
         self.step = 0
+        #: A case with nothing injected: an exception in the worker or recovery is an error
+        #: (it fails the test), not an outcome to recover from.
+        self.fault_free = False
+        self._raised = False
         self._runs = 0
         if fresh:
             self.history.add(0, self.clock.now(), "setup", world.describe())
@@ -138,6 +142,11 @@ class CaseRun:
         now = self.clock.now()
         for hit in getattr(outcome, "hits", ()):
             self.hits[hit.point] = max(self.hits.get(hit.point, 0), hit.n)
+        left = getattr(outcome, "left_running", ())
+        if left:
+            text = f"{who} ended with process(es) it started still running: {', '.join(left)}"
+            self.errors.append(text + " (killed by the harness; wait for what you start)")
+            self.history.add(self.step, now, "error", text)
         if isinstance(outcome, Completed):
             text = f"{who} completed"
             if kill is not None:
@@ -155,9 +164,14 @@ class CaseRun:
             self.incidents.append(Incident(now, text))
             self.history.add(self.step, now, "kill", text, point=outcome.point, hit=outcome.hit)
         elif isinstance(outcome, Raised):
-            self.history.add(
-                self.step, now, "raised", f"{who} raised {outcome.exc_type}: {outcome.message}"
-            )
+            text = f"{who} raised {outcome.exc_type}: {outcome.message}"
+            self.history.add(self.step, now, "raised", text)
+            if self.fault_free and outcome.injected_at is None and not self._raised:
+                self._raised = True  # the first is the story; later ones are in the timeline
+                self.errors.append(
+                    f"{text} in the fault-free run, where nothing was injected; a crash test "
+                    f"needs a worker and recovery that succeed then.\n{outcome.traceback}"
+                )
         elif isinstance(outcome, TimedOut):
             text = f"{who} timed out after {outcome.after:.1f}s (timeout {outcome.timeout:g}s)"
             self.errors.append(text)

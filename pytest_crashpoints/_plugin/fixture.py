@@ -96,6 +96,7 @@ class CrashpointsFixture:
         from .._harness.explore import explore
         from .._harness.report import render_failure
         from .._harness.scenario import Scenario
+        from .._harness.token import check_messages, read_token
         from ..errors import CrashpointsError
 
         try:
@@ -133,13 +134,20 @@ class CrashpointsFixture:
                     ledger_view=None,
                     transport_points=(),
                 )
+            settings = self.settings()
+            if settings.replay is not None:
+                check_messages(read_token(settings.replay).schedule, len(scenario.messages))
         except CrashpointsError as exc:
             # A mistake in how the test is set up: one line that says what to do.
             pytest.fail(f"crashpoints: {self.nodeid}: {exc}", pytrace=False)
-        settings = self.settings()
-        report = explore(
-            scenario, settings, base_dir=self.base_dir, nodeid=self.nodeid, reference=reference
-        )
+        try:
+            report = explore(
+                scenario, settings, base_dir=self.base_dir, nodeid=self.nodeid, reference=reference
+            )
+        except CrashpointsError as exc:
+            # The harness could not run the test as set up (e.g. a worker that cannot cross to
+            # a spawned process): one line that says what to do, not the harness's traceback.
+            pytest.fail(f"crashpoints: {self.nodeid}: {exc}", pytrace=False)
         self.report = report
         expected = self.marker.expect
         if expected:

@@ -6,6 +6,7 @@ Cheap to import (the plugin validates markers at collection).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -124,9 +125,11 @@ def parse_marker(args: tuple[Any, ...], kwargs: dict[str, Any]) -> CrashMarker:
         )
     timeout = kwargs.get("timeout")
     if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not (timeout > 0 and math.isfinite(timeout))
     ):
-        raise CrashpointsError(f"timeout={timeout!r} is not a positive number of seconds")
+        raise CrashpointsError(f"timeout={timeout!r} is not a positive, finite number of seconds")
     strict = kwargs.get("strict_coverage")
     if strict is not None and not isinstance(strict, bool):
         raise CrashpointsError(f"strict_coverage={strict!r} is not True or False")

@@ -112,7 +112,8 @@ class HarnessClock:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        fd = os.open(self._path.with_name(self._path.name + ".lock"), os.O_RDWR | os.O_CREAT)
+        lock = self._path.with_name(self._path.name + ".lock")
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield

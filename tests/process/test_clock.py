@@ -73,3 +73,17 @@ def test_a_paused_worker_follows_the_parents_advance(tmp_path: Path) -> None:
     assert isinstance(outcome, Completed)
     before, after = outcome.value
     assert after - before == 30
+
+
+def test_the_clock_and_its_lock_file_are_created_rw_r__r__(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        clock = HarnessClock(tmp_path / "clock")
+        clock.advance(1.0)
+    finally:
+        os.umask(old)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()}
+    assert modes == {"clock": 0o644, "clock.lock": 0o644}
