@@ -11,12 +11,12 @@ import math
 import types
 import typing
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
 
 from ..errors import CrashpointsError
-from .schedule import Schedule
+from .schedule import _STEP_TYPES, Schedule
 
 __all__ = [
     "Token",
@@ -82,10 +82,14 @@ def read_token(token: str) -> Token:
         raise _forged(f"its seed {seed!r} is not a whole number of 0 or more")
     if nodeid is not None:
         check_nodeid(nodeid)
-    schedule = Schedule.from_dict(payload["schedule"])
-    for index, step in enumerate(schedule.steps):
-        _check_fields(f"step {index} ({type(step).__name__})", step)
-    return Token(schedule, seed, nodeid)
+    steps = payload["schedule"].get("steps") if isinstance(payload["schedule"], dict) else None
+    for index, item in enumerate(steps if isinstance(steps, list) else ()):
+        # Before a step is built (its own checks would name the problem less plainly).
+        name = item.get("step") if isinstance(item, dict) else None
+        kind = _STEP_TYPES.get(name) if isinstance(name, str) else None
+        if kind is not None:
+            _check_fields(f"step {index} ({kind.__name__})", kind, item)
+    return Token(Schedule.from_dict(payload["schedule"]), seed, nodeid)
 
 
 def check_nodeid(nodeid: object) -> str:
@@ -137,13 +141,20 @@ _RANGES: dict[str, tuple[Callable[[float], bool], str]] = {
 }
 
 
-def _check_fields(where: str, step: object) -> None:
-    """Check each field of a schedule step (or of a KillAt in it) against its annotation, and
-    the numbers in :data:`_RANGES`."""
-    hints = typing.get_type_hints(type(step))
-    for field in dataclasses.fields(step):  # type: ignore[arg-type]
-        value = getattr(step, field.name)
-        if not _fits(value, hints.get(field.name, object)):
+def _check_fields(where: str, kind: type[Any], fields: Mapping[str, Any]) -> None:
+    """Check each field a token gives a schedule step of type ``kind`` (or a KillAt or
+    Midway in it) against its annotation, and the numbers in :data:`_RANGES`."""
+    hints = typing.get_type_hints(kind)
+    for field in dataclasses.fields(kind):
+        if field.name not in fields:
+            continue
+        value = fields[field.name]
+        hint = hints.get(field.name, object)
+        nested = [t for t in _options(hint) if isinstance(t, type) and dataclasses.is_dataclass(t)]
+        if nested and isinstance(value, dict):
+            _check_fields(f"{where} {field.name}", nested[0], value)
+            continue
+        if not _fits(value, hint):
             raise _forged(f"{where} has {field.name}={value!r}, which is not of its type")
         if field.name in _RANGES and isinstance(value, int | float):
             ok, what = _RANGES[field.name]
@@ -151,8 +162,13 @@ def _check_fields(where: str, step: object) -> None:
                 raise _forged(f"{where} has {field.name}={value!r}; it must be {what}")
         if isinstance(value, str) and not value:
             raise _forged(f"{where} has an empty {field.name}")
-        if dataclasses.is_dataclass(value):
-            _check_fields(f"{where} {field.name}", value)
+
+
+def _options(hint: Any) -> tuple[Any, ...]:
+    origin = typing.get_origin(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        return typing.get_args(hint)
+    return (hint,)
 
 
 def _fits(value: object, hint: Any) -> bool:

@@ -78,6 +78,14 @@ def test_a_forged_node_id_is_refused_in_one_line(nodeid: object, why: str) -> No
         ({"step": "LookupTimeouts", "provider": "email", "calls": 0}, "calls=0; it must"),
         ({"step": "ChangeAuthority", "message": 0, "change": "rm -rf"}, "change='rm -rf'"),
         ({"step": "Recover", "kill": {"point": 3}}, "point=3, which is not of its type"),
+        ({"step": "LoseResponse", "provider": "email", "nth": 1, "variant": "eof"}, "variant="),
+        ({"step": "Refuse", "provider": "email", "nth": 1, "variant": 500}, "variant=500"),
+        ({"step": "SearchLag", "provider": "email", "seconds": -1}, "seconds=-1; it must"),
+        (
+            {"step": "Deliver", "message": 0, "midway": {"point": "A", "hit": 2, "change": "x"}},
+            "midway has change='x'",
+        ),
+        ({"step": "Recover", "racing": "yes"}, "racing='yes', which is not of its type"),
     ],
 )
 def test_a_forged_step_field_is_refused_in_one_line(step: dict[str, Any], why: str) -> None:
