@@ -132,6 +132,8 @@ def pytest_runtest_makereport(
     if call.when == "call" and fixture is not None and fixture.report is not None:
         data = fixture.report.to_json()
         data["expect"] = list(fixture.marker.expect)
+        # The gate holds a test to its coverage only if the test itself is strict.
+        data["strict_coverage"] = bool(fixture.settings().strict_coverage)
         if fixture.marker.expect and report.passed:
             data["verdict"] = "caught"  # broken on purpose, and the harness found it
         setattr(report, REPORT_ATTR, json.dumps(data))
