@@ -24,13 +24,15 @@ import difflib
 import hashlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from .context import CaseEnv
 from .evidence import Evidence, ExpectedEffect, ProviderRequest, RecoveryRerun
-from .history import History
+from .history import History, render_timeline
 from .invariants import Violation, check_all, unchecked
 from .linking import stored_links
 from .quiet import QUIET_ROUNDS, QUIET_STEP, killed_recovery_diff, needs_recovery, quiet, snapshot
+from .record import case_record
 from .scenario import Scenario
 from .schedule import Schedule
 from .steps import CaseRun, fork_server_for
@@ -65,6 +67,9 @@ class CaseResult:
     outcomes: tuple[str, ...] = ()
     #: The checks the ledger view could not support (see ``invariants.unchecked``).
     unchecked: tuple[str, ...] = ()
+    #: A failing case as data (``record.case_record``): its merged timeline, ledger rows and
+    #: violations with what they name; ``None`` when the case passed.
+    record: Mapping[str, Any] | None = None
 
     @property
     def passed(self) -> bool:
@@ -183,20 +188,22 @@ def _run(
             ledger_columns=getattr(view, "provides", None),
         )
         violations = tuple(check_all(evidence))
+        rows = run.history.merge(
+            events=evidence.events,
+            requests=requests,
+            keys={
+                name: a.attempt_id for a in evidence.attempts for name in stored_links(a, evidence)
+            },
+        )
+        record = None
+        if violations or run.errors:
+            record = case_record(rows, evidence.attempts, violations)
         return CaseResult(
             schedule=schedule,
             violations=violations,
             errors=tuple(run.errors),
             history=run.history,
-            timeline=run.history.timeline(
-                events=evidence.events,
-                requests=requests,
-                keys={
-                    name: a.attempt_id
-                    for a in evidence.attempts
-                    for name in stored_links(a, evidence)
-                },
-            ),
+            timeline=render_timeline(rows),
             fingerprint=_digest(again),
             state=tuple(again),
             hits=dict(run.hits),
@@ -212,6 +219,7 @@ def _run(
             delivery_own_a=run.delivery_own_a,
             outcomes=_outcomes(evidence),
             unchecked=tuple(unchecked(evidence.ledger_columns)),
+            record=record,
         )
     finally:
         world.close()

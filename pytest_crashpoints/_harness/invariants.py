@@ -35,12 +35,18 @@ INVARIANTS: dict[int, str] = {
 
 @dataclasses.dataclass(frozen=True)
 class Violation:
-    """One broken invariant: which, for which attempts, why, and the evidence."""
+    """One broken invariant: which, for which attempts, why, and the evidence.
+
+    ``requests`` names, as ``(provider, request_id)``, the journal entries the check found
+    the violation in (for invariant 1, the effect and its repeat), so a report can point at
+    exactly what the check used.
+    """
 
     invariant: int
     attempt_ids: tuple[str, ...]
     message: str
     evidence: tuple[str, ...] = ()
+    requests: tuple[tuple[str, str], ...] = ()
 
     def __str__(self) -> str:
         lines = [f"invariant {self.invariant} ({INVARIANTS[self.invariant]}): {self.message}"]
@@ -81,6 +87,10 @@ def _entry(request: ProviderRequest) -> str:
         f"payload={_short(request.payload_hash)} tenant={request.tenant_id} "
         f"scope='{format_scope(request.scope)}' status={request.status} {applied}"
     )
+
+
+def _refs(requests: Iterable[ProviderRequest]) -> tuple[tuple[str, str], ...]:
+    return tuple((r.provider, r.request_id) for r in requests)
 
 
 def _incidents_between(evidence: Evidence, start: float, end: float) -> list[str]:
@@ -159,6 +169,7 @@ def check_no_duplicate_effects(evidence: Evidence) -> list[Violation]:
                 f"{second.request_id} at {_t(second.at)} by {second.sender}; "
                 f"{first.provider}: {why}{_story(evidence, first, second)}.",
                 tuple(_entry(r) for r in pair) + tuple(_row(a) for a in rows),
+                _refs(pair),
             )
         )
     return violations
@@ -181,6 +192,7 @@ def check_outcomes_agree(evidence: Evidence) -> list[Violation]:
                     f"{_describe(attempt)} ended {attempt.state.value} after the quiet phase, "
                     f"not CONFIRMED, FAILED or MANUAL_REVIEW (owner {attempt.owner}).",
                     (_row(attempt), *map(_entry, effects)),
+                    _refs(effects),
                 )
             )
         elif not linkable:
@@ -197,6 +209,7 @@ def check_outcomes_agree(evidence: Evidence) -> list[Violation]:
                         f"({', '.join(sorted(_links(attempt, evidence))) or 'nothing'}), "
                         f"{len(matching)} with its arguments; CONFIRMED needs exactly one.",
                         (_row(attempt), *map(_entry, effects)),
+                        _refs(effects),
                     )
                 )
         elif attempt.state is State.FAILED and effects:
@@ -208,6 +221,7 @@ def check_outcomes_agree(evidence: Evidence) -> list[Violation]:
                     f"({', '.join(e.request_id for e in effects)}): the work happened and the "
                     "ledger says it did not.",
                     (_row(attempt), *map(_entry, effects)),
+                    _refs(effects),
                 )
             )
     if linkable:
@@ -244,6 +258,7 @@ def _unrecorded_effects(evidence: Evidence) -> list[Violation]:
                 f"{effect.provider} applied {effect.request_id} at {_t(effect.at)} "
                 f"({effect.kind} by {effect.sender}) but no attempt in the ledger records it.",
                 (_entry(effect),),
+                _refs([effect]),
             )
         )
     return violations
@@ -436,6 +451,7 @@ def check_authority(evidence: Evidence) -> list[Violation]:
                     f"{request.provider} request {request.request_id}{who} by {request.sender} "
                     f"was {'; '.join(problems)}.",
                     (_entry(request), *map(_row, rows)),
+                    _refs([request]),
                 )
             )
     return violations
@@ -501,6 +517,7 @@ def check_recovery_idempotent(evidence: Evidence) -> list[Violation]:
                     (),
                     f"running recovery a second time caused {len(effects)} provider effect(s).",
                     tuple(_entry(r) for r in effects),
+                    _refs(effects),
                 )
             )
     if rerun.killed_vs_uninterrupted:

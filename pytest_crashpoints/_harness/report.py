@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from .case import CaseResult
 from .invariants import INVARIANTS
 from .schedule import COVERAGE_KINDS, Schedule, fault_kinds
 
-__all__ = ["ExplorationReport", "Failure", "render_failure"]
+__all__ = ["ExplorationReport", "Failure", "ScheduleRun", "render_failure"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,11 +28,35 @@ class Failure:
     fingerprint: str
     deterministic: bool
     rerun_fingerprint: str
+    #: The failing case as data (its timeline, ledger rows and violations with what they
+    #: name): see ``record.case_record``.
+    case: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["schedule"] = self.schedule.to_dict()
         data["schedule_text"] = str(self.schedule)
+        return data
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduleRun:
+    """One case an exploration ran: where its schedule came from (``phase``: ``fault-free``,
+    ``exhaustive``, ``hypothesis``, ``coverage`` or ``replay``), the schedule in words, the
+    verdict (``passed`` or ``failed``), the invariants it broke, the fingerprint of its final
+    state and its wall time."""
+
+    phase: str
+    schedule_text: str
+    verdict: str
+    invariants: tuple[int, ...]
+    fingerprint: str
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["invariants"] = list(self.invariants)
+        data["seconds"] = round(self.seconds, 3)
         return data
 
 
@@ -53,6 +78,13 @@ class ExplorationReport:
     differences: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     #: The checks the ledger view could not support (one line each).
     unchecked: list[str] = dataclasses.field(default_factory=list)
+    #: Every case run, in order (the fault-free one first).
+    schedules: list[ScheduleRun] = dataclasses.field(default_factory=list)
+    #: How many cases the exploration expects to run in all (an estimate: Hypothesis may
+    #: stop early or shrink a failure with more); 0 until it is known.
+    planned: int = 0
+    #: Wall time of the whole exploration, in seconds.
+    seconds: float = 0.0
 
     @property
     def unreached(self) -> list[str]:
@@ -92,10 +124,23 @@ class ExplorationReport:
             "unchecked": self.unchecked,
             "failure": None if self.failure is None else self.failure.to_json(),
             "differences": self.differences,
+            "schedules": [run.to_json() for run in self.schedules],
+            "seconds": round(self.seconds, 3),
         }
 
-    def count(self, result: CaseResult) -> None:
+    def count(self, result: CaseResult, *, phase: str = "", seconds: float = 0.0) -> None:
+        """Count one case run (``phase`` and ``seconds``: see :class:`ScheduleRun`)."""
         self.cases += 1
+        self.schedules.append(
+            ScheduleRun(
+                phase=phase,
+                schedule_text=str(result.schedule),
+                verdict="passed" if result.passed else "failed",
+                invariants=tuple(sorted({v.invariant for v in result.violations})),
+                fingerprint=result.fingerprint,
+                seconds=seconds,
+            )
+        )
         for point, hits in result.hits.items():
             if hits:
                 self.reached[point] = self.reached.get(point, 0) + 1
