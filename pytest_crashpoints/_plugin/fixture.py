@@ -14,6 +14,7 @@ report when an invariant breaks.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,6 +61,9 @@ class CrashpointsFixture:
     seed: int | None
     base_dir: Path
     report: ExplorationReport | None = None
+    #: Where progress goes after each case (live lines, or an xdist worker's file); ``None``:
+    #: nowhere.
+    progress: Any = None
 
     def settings(self) -> CrashSettings:
         """This test's settings: its marker over the session's options."""
@@ -142,12 +146,20 @@ class CrashpointsFixture:
             pytest.fail(f"crashpoints: {self.nodeid}: {exc}", pytrace=False)
         try:
             report = explore(
-                scenario, settings, base_dir=self.base_dir, nodeid=self.nodeid, reference=reference
+                scenario,
+                settings,
+                base_dir=self.base_dir,
+                nodeid=self.nodeid,
+                reference=reference,
+                on_case=self._progress(),
             )
         except CrashpointsError as exc:
             # The harness could not run the test as set up (e.g. a worker that cannot cross to
             # a spawned process): one line that says what to do, not the harness's traceback.
             pytest.fail(f"crashpoints: {self.nodeid}: {exc}", pytrace=False)
+        finally:
+            if self.progress is not None:
+                self.progress.finish(self.nodeid)
         self.report = report
         expected = self.marker.expect
         if expected:
@@ -185,3 +197,31 @@ class CrashpointsFixture:
                     pytrace=False,
                 )
         return report
+
+    def _progress(self) -> Callable[[ExplorationReport], None] | None:
+        """Show this test's progress now, and return what shows it after each case."""
+        if self.progress is None:
+            return None
+        from .progress import progress_state
+
+        progress = self.progress
+        started = time.time()
+
+        def on_case(report: ExplorationReport) -> None:
+            progress.update(
+                progress_state(
+                    self.nodeid,
+                    done=report.cases,
+                    planned=report.planned,
+                    reached=report.reached,
+                    failed=any(run.verdict != "passed" for run in report.schedules),
+                    started=started,
+                )
+            )
+
+        progress.update(
+            progress_state(
+                self.nodeid, done=0, planned=0, reached={}, failed=False, started=started
+            )
+        )
+        return on_case
