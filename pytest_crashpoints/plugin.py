@@ -47,6 +47,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
+@pytest.hookimpl(trylast=True)  # after the terminal reporter, which the progress lines need
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
     options = read_options(config)

@@ -113,26 +113,28 @@ class Page:
         self.wait_for("Page.loadEventFired")
 
     def evaluate(self, expression: str) -> Any:
-        """The value of a JavaScript expression in the page (JSON-serializable)."""
+        """The value of a JavaScript expression in the page (JSON-serializable; a promise
+        is awaited)."""
         result = self.send(
-            "Runtime.evaluate", {"expression": expression, "returnByValue": True}
+            "Runtime.evaluate",
+            {"expression": expression, "returnByValue": True, "awaitPromise": True},
         )
         if "exceptionDetails" in result:
             raise RuntimeError(f"{expression!r} raised: {result['exceptionDetails']}")
         return result["result"].get("value")
 
-    def press(self, key: str, *, code: str | None = None, key_code: int = 0) -> None:
-        """Press and release a key (``Tab``, ``Enter``, ``Escape``)."""
-        for kind in ("rawKeyDown", "keyUp"):
-            self.send(
-                "Input.dispatchKeyEvent",
-                {
-                    "type": kind,
-                    "key": key,
-                    "code": code or key,
-                    "windowsVirtualKeyCode": key_code,
-                },
-            )
+    def press(self, key: str, *, key_code: int, text: str = "") -> None:
+        """Press and release a key (``Tab`` 9, ``Enter`` 13 with text ``"\r"``, ``Escape``
+        27), as the keyboard would."""
+        down = {"type": "keyDown" if text else "rawKeyDown", "key": key, "code": key,
+                "windowsVirtualKeyCode": key_code}
+        if text:
+            down["text"] = text
+        self.send("Input.dispatchKeyEvent", down)
+        self.send(
+            "Input.dispatchKeyEvent",
+            {"type": "keyUp", "key": key, "code": key, "windowsVirtualKeyCode": key_code},
+        )
 
     def problems(self) -> list[str]:
         """Console errors and warnings, uncaught exceptions and error log entries so far."""
@@ -158,12 +160,19 @@ class Page:
     def screenshot(self, selector: str, path: Path, *, until: str | None = None) -> None:
         """Write a PNG of the element ``selector`` (all of it, scrolled into view or not),
         or, with ``until``, from its top to the bottom of that other element."""
+        # Scrolling regions are shown whole, and the clip is as wide as the widest of them.
         box = self.evaluate(
-            f"(() => {{ const a = document.querySelector({json.dumps(selector)})"
-            ".getBoundingClientRect(); "
+            "(() => { document.querySelectorAll('.scroll')"
+            ".forEach(e => { e.style.overflow = 'visible'; }); "
+            f"const e = document.querySelector({json.dumps(selector)}); "
+            "const a = e.getBoundingClientRect(); "
             f"const b = document.querySelector({json.dumps(until or selector)})"
-            ".getBoundingClientRect(); return {x: a.left + window.scrollX, "
-            "y: a.top + window.scrollY, width: a.width, height: b.bottom - a.top}; })()"
+            ".getBoundingClientRect(); "
+            "const right = Math.max(a.right, ...Array.from(e.querySelectorAll('table'))"
+            ".map(t => t.getBoundingClientRect().right)); "
+            "const pad = 12; return {x: Math.max(0, a.left + window.scrollX - pad), "
+            "y: Math.max(0, a.top + window.scrollY - pad), width: right - a.left + 2 * pad, "
+            "height: b.bottom - a.top + 2 * pad}; })()"
         )
         data = self.send(
             "Page.captureScreenshot",

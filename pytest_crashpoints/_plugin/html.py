@@ -215,11 +215,13 @@ def _coverage(tests: Sequence[Mapping[str, Any]]) -> str:
             total[1] += int(row.get("killed", 0))
     if not points:
         return ""
-    faults = {p for p in points if p in COVERAGE_KINDS and len(p) > 1}
+    # Duplicate deliveries, authority changes, lookup timeouts, lost answers...: faults the
+    # harness injects, never a place a process is killed at.
+    faults = {p for p in points if p in COVERAGE_KINDS}
     rows = []
-    for point in sorted(points, key=lambda p: (p in faults, len(p) > 1, p)):
+    for point in sorted(points, key=lambda p: (p in faults and len(p) > 1, len(p) > 1, p)):
         reached, killed = points[point]
-        shown = "injected, not a kill point" if point in faults else str(killed)
+        shown = "a fault, not a kill point" if point in faults else str(killed)
         rows.append(
             f'<tr><th scope="row">{_e(point)}</th><td class="n">{reached}</td>'
             f'<td class="n">{_e(shown)}</td></tr>'
@@ -228,8 +230,8 @@ def _coverage(tests: Sequence[Mapping[str, Any]]) -> str:
         [
             '<h3 id="coverage">Coverage</h3>',
             '<table class="coverage">',
-            "<caption>Per point, the cases of all tests that reached it, and those killed "
-            "there</caption>",
+            "<caption>Per point, the cases of all tests that reached it (or, for a fault, "
+            "had it injected), and those killed there</caption>",
             '<thead><tr><th scope="col">point</th><th scope="col">cases reached</th>'
             '<th scope="col">cases killed</th></tr></thead>',
             "<tbody>",
@@ -290,8 +292,39 @@ def _gaps(test: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _readable(case: object) -> bool:
+    """Whether a failure's ``case`` is a record this page can draw (version 1, every field
+    it reads of the right type); otherwise the text timeline is shown."""
+    if not isinstance(case, Mapping) or case.get("version") != 1:
+        return False
+    rows, attempts, violations = (case.get(k) for k in ("timeline", "attempts", "violations"))
+    if not (isinstance(rows, list) and isinstance(attempts, list)):
+        return False
+    if not isinstance(violations, list):
+        return False
+    sources = {"harness", "ledger", "journal"}
+    for row in rows:
+        if not isinstance(row, Mapping) or row.get("source") not in sources:
+            return False
+        if not isinstance(row.get("at"), int | float) or not isinstance(row.get("data", {}), dict):
+            return False
+    if not all(isinstance(a, Mapping) and isinstance(a.get("attempt_id"), str) for a in attempts):
+        return False
+    for violation in violations:
+        if not isinstance(violation, Mapping) or violation.get("invariant") not in INVARIANTS:
+            return False
+        if not isinstance(violation.get("message"), str):
+            return False
+        refs = violation.get("requests", [])
+        if not isinstance(refs, list) or not all(isinstance(r, Mapping) for r in refs):
+            return False
+        if not isinstance(violation.get("attempts", []), list):
+            return False
+    return True
+
+
 def _failure(tid: str, failure: Mapping[str, Any]) -> list[str]:
-    case = failure.get("case") if isinstance(failure.get("case"), Mapping) else None
+    case = failure.get("case") if _readable(failure.get("case")) else None
     lines = [
         "<h3>Minimal schedule</h3>",
         f'<p class="schedule">{_e(failure.get("schedule_text", ""))}</p>',
@@ -316,9 +349,14 @@ def _failure(tid: str, failure: Mapping[str, Any]) -> list[str]:
         lines += _timeline(tid, case)
         lines += _attempts(tid, case)
     else:
+        why = (
+            "This report was written by a release that kept the timeline as text only."
+            if failure.get("case") is None
+            else "The timeline's data in this report is damaged; here is its text."
+        )
         lines += [
             f'<h3 id="{tid}-timeline">Timeline</h3>',
-            "<p>This report was written by a release that kept the timeline as text only.</p>",
+            f"<p>{why}</p>",
             f'<pre class="timeline-text">{_e(failure.get("timeline", ""))}</pre>',
         ]
     lines += _replay(tid, failure)
@@ -731,7 +769,7 @@ def _replay(tid: str, failure: Mapping[str, Any]) -> list[str]:
 
 def _schedules(tid: str, test: Mapping[str, Any]) -> str:
     schedules = test.get("schedules")
-    if not isinstance(schedules, list):
+    if not isinstance(schedules, list) or not all(isinstance(s, Mapping) for s in schedules):
         return "<p>The schedules run are not in this report (written by an older release).</p>"
     failed = sum(1 for s in schedules if s.get("verdict") != "passed")
     rows = []
@@ -809,7 +847,7 @@ table{border-collapse:collapse;margin:.4rem 0}
 caption{text-align:left;color:var(--muted);font-size:.85rem;padding:.2rem 0}
 th,td{border:1px solid var(--line);padding:.25rem .5rem;text-align:left;vertical-align:top}
 thead th{background:var(--soft)}
-td.n{text-align:right;font-variant-numeric:tabular-nums}
+td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .v{font-weight:700;white-space:nowrap}.v-failed{color:var(--bad)}
 .v-passed,.v-caught{color:var(--good)}
 .scroll{overflow:auto;max-width:100%}
@@ -823,12 +861,12 @@ position:sticky;left:0;z-index:1}
 .timeline tbody th.same{color:#8c959f}
 .timeline thead th{position:sticky;top:0;z-index:2}
 .timeline tr.jump th,.timeline tr.jump td{border-top:3px double var(--muted)}
-.timeline td{min-width:5.5rem;max-width:17rem;padding:.1rem .3rem}
-.timeline .l-ledger,.timeline .l-prov{min-width:13rem}
+.timeline td{min-width:5.5rem;max-width:22rem;padding:.1rem .3rem}
+.timeline .l-ledger,.timeline .l-prov{min-width:14rem}
 .timeline td.alive{background:linear-gradient(90deg,transparent 0 .55rem,#8c959f .55rem .8rem,
 transparent .8rem)}
 .mark summary{cursor:pointer;white-space:nowrap;overflow:hidden;text-overflow:ellipsis;
-max-width:18rem;list-style:none;padding:0 .2rem;border-radius:3px}
+max-width:22rem;list-style:none;padding:0 .2rem;border-radius:3px}
 .mark summary::-webkit-details-marker{display:none}
 .mark[open] summary{background:var(--soft)}
 .pop{white-space:normal;background:var(--bg);border:1px solid var(--line);padding:.2rem .4rem;
@@ -846,6 +884,7 @@ td.dup{outline-width:3px}
 .named a{color:var(--bad)}
 .act{color:var(--muted);padding-left:.9rem}
 .attempts tr.hl th,.attempts tr.hl td{background:var(--badbg)}
+.attempts th code{white-space:nowrap}
 .attempts a{color:var(--bad);font-weight:600}
 .replay{display:flex;flex-wrap:wrap;gap:.5rem;align-items:center}
 .replay code{background:var(--soft);padding:.3rem .5rem;word-break:break-all;max-width:100%}
