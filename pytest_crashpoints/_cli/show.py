@@ -3,6 +3,7 @@ schedules one test ran (``--schedules TEST``); the HTML report (``--html -o PATH
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -77,8 +78,13 @@ def show_schedules(path: Path, test: str, *, out: TextIO | None = None) -> int:
         f"{len(schedules) - failed} passed, {failed} failed",
         file=out,
     )
-    for line in schedule_lines(schedules, fingerprints=True):
-        print(line, file=out)
+    try:
+        for line in schedule_lines(schedules, fingerprints=True):
+            print(line, file=out)
+        out.flush()
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
     return 0
 
 

@@ -884,7 +884,7 @@ td.dup{outline-width:3px}
 .named a{color:var(--bad)}
 .act{color:var(--muted);padding-left:.9rem}
 .attempts tr.hl th,.attempts tr.hl td{background:var(--badbg)}
-.attempts th code{white-space:nowrap}
+.attempts th code{white-space:nowrap}.attempts th a{display:block}
 .attempts a{color:var(--bad);font-weight:600}
 .replay{display:flex;flex-wrap:wrap;gap:.5rem;align-items:center}
 .replay code{background:var(--soft);padding:.3rem .5rem;word-break:break-all;max-width:100%}
