@@ -123,8 +123,10 @@ class _Explorer:
         return result
 
     def plan(self, more: int) -> None:
-        """Expect ``more`` cases after those run so far."""
+        """Expect ``more`` cases after those run so far (and say so to ``on_case``)."""
         self.report.planned = self.report.cases + more
+        if self.on_case is not None:
+            self.on_case(self.report)
 
     def compare(self, result: CaseResult) -> None:
         """Run the reference worker under the same schedule; record where the ends differ."""
