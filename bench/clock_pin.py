@@ -47,7 +47,7 @@ def _warm_parent() -> None:
     import time_machine  # noqa: F401
 
     import fake_providers  # noqa: F401
-    import pytest_crashpoints.harness  # noqa: F401
+    import pytest_crashpoints.harness
     import pytest_crashpoints.ledger  # noqa: F401
 
 
@@ -168,7 +168,10 @@ def _asyncio_timers() -> tuple[bool, str]:
             timed_out = True
         else:
             timed_out = False
-        return f"asyncio.sleep(0.05) took {slept:.3f} s; wait_for(timeout=0.1) timed out: {timed_out}"
+        return (
+            f"asyncio.sleep(0.05) took {slept:.3f} s; wait_for(timeout=0.1) timed out: "
+            f"{timed_out}"
+        )
 
     real_start = _REAL["mono"]()
     text = asyncio.run(main())

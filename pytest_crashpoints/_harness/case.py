@@ -182,6 +182,13 @@ def _run(
             ledger_columns=getattr(view, "provides", None),
         )
         violations = tuple(check_all(evidence))
+        if expected is None and not schedule.faults and not requests:
+            run.errors.append(
+                "the fault-free run made no request to any provider: no worker reached a tool "
+                "call, so no schedule can test one. Check that the worker calls the providers "
+                "of the marker (an async def worker's calls awaited, its tasks awaited) and "
+                "that each message reaches its work."
+            )
         return CaseResult(
             schedule=schedule,
             violations=violations,

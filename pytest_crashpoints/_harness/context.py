@@ -8,7 +8,8 @@ connection, no client) crosses a fork or a spawn. The context hands out:
 - ``ctx.base_url(provider)`` and ``ctx.api_key(provider, task_id)``: where a provider is and
   the credential this process uses for a task, for any HTTP client or SDK (also in the
   environment as ``CRASHPOINTS_<PROVIDER>_URL`` and ``CRASHPOINTS_<PROVIDER>_KEY``);
-- ``ctx.client(provider, task_id)``: an httpx client that reaches the provider in-process;
+- ``ctx.client(provider, task_id)``: an httpx client that reaches the provider in-process
+  (``ctx.async_client(...)``: the same for async code);
 - ``ctx.ledger``: the reference ledger of the case, on the harness clock;
 - ``ctx.authority(task_id)``: the task's authority *now* (``None`` once revoked);
 - ``ctx.tasks()`` and ``ctx.messages()``: the case's work, for recovery;
@@ -336,6 +337,31 @@ class Context:
         )
         self._clients[(provider, authority)] = client
         return client
+
+    def async_client(
+        self, provider: str, task_or_authority: str | Authority
+    ) -> httpx.AsyncClient:
+        """An ``httpx.AsyncClient`` for ``provider``, as :meth:`client` but for async code:
+        in-process, authenticated for the task, through the async crash transport. A new
+        client per call: use it in ``async with`` (or close it with ``await
+        client.aclose()``)."""
+        authority = self._authority_for(f"ctx.async_client({provider!r}, ...)", task_or_authority)
+        import httpx
+
+        import fake_providers
+
+        from .._inject.transport import AsyncCrashTransport
+
+        self.env.spec(provider)
+        target = self._providers[provider]
+        return httpx.AsyncClient(
+            base_url=target.base_url,
+            transport=AsyncCrashTransport(
+                fake_providers.transport(target), points=self.env.transport_points
+            ),
+            headers={"Authorization": f"Bearer {self.api_key(provider, authority)}"},
+            timeout=self.env.http_timeout,
+        )
 
     def adapters(self, *, search_lag_bound: float | None = None) -> dict[str, Any]:
         """The reference adapter of each provider of the case, keyed by tool name.

@@ -114,8 +114,12 @@ def render_failure(report: ExplorationReport) -> str:
     if failure is None:
         return ""
     names = ", ".join(f"{n} ({INVARIANTS[n]})" for n in failure.invariants) or "none"
+    headline = f"crashpoints: {len(failure.violations)} violation(s) of invariant(s) {names}"
+    if not failure.violations and failure.errors:
+        # Nothing was checked wrong: the case itself could not run as it must.
+        headline = f"crashpoints: the harness could not run the case: {failure.errors[0]}"
     lines = [
-        f"crashpoints: {len(failure.violations)} violation(s) of invariant(s) {names}",
+        headline,
         f"minimal schedule: {failure.schedule}",
         "",
         *failure.violations,

@@ -2,7 +2,8 @@
 
 Its first acts: lead its own process group, die with its parent (``PR_SET_PDEATHSIG``), leave
 SIGINT to the parent, redirect its output to the log, pin wall time to the harness clock and
-arm the fault plan; then the callable runs, and its end is reported over the pipe: returned
+arm the fault plan; then the callable runs (a coroutine function on an event loop of its
+own, ``calling.py``), and its end is reported over the pipe: returned
 (pickled value), raised (type, message, traceback text), or killed at a fail point (the record
 the fail point writes just before ``SIGKILL``).
 """
@@ -20,6 +21,7 @@ from typing import Any
 
 from .._inject import failpoints as _failpoints
 from .._inject.failpoints import Fault
+from .calling import call_to_completion
 from .clock import HarnessClock, pin_wall_time
 
 __all__ = ["child_main"]
@@ -71,7 +73,7 @@ def child_main(
     resync = None if clock_path is None else pin_wall_time(HarnessClock(clock_path))
     armed = _failpoints.install(faults, conn, on_hit=resync)
     try:
-        value = fn(*args, **kwargs)
+        value = call_to_completion(fn, args, kwargs)
     except BaseException as exc:
         injected_at = armed.injected_at if exc is armed.injected else None
         conn.send(
