@@ -24,6 +24,7 @@ from .._inject.failpoints import CRASH_POINTS
 from ..errors import CrashpointsError
 from .case import CaseResult, run_case
 from .evidence import ExpectedEffect
+from .invariants import invariant_key
 from .report import ExplorationReport, Failure
 from .scenario import Scenario
 from .schedule import (
@@ -146,7 +147,10 @@ class _Explorer:
             token=token,
             replay_command=_replay_command(self.nodeid, token),
             violations=tuple(str(v) for v in result.violations),
-            invariants=tuple(sorted({v.invariant for v in result.violations})),
+            invariants=tuple(sorted({v.invariant for v in result.violations}, key=invariant_key)),
+            titles={
+                v.invariant: v.says for v in result.violations if isinstance(v.invariant, str)
+            },
             errors=result.errors,
             timeline=result.timeline,
             run_dir=None if result.run_dir is None else str(result.run_dir),

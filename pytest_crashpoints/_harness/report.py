@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from .case import CaseResult
@@ -20,16 +21,20 @@ class Failure:
     token: str
     replay_command: str
     violations: tuple[str, ...]
-    invariants: tuple[int, ...]
+    #: The six by number, then invariants of your own by name.
+    invariants: tuple[int | str, ...]
     errors: tuple[str, ...]
     timeline: str
     run_dir: str | None
     fingerprint: str
     deterministic: bool
     rerun_fingerprint: str
+    #: What each invariant of your own among ``invariants`` says (its docstring's first line).
+    titles: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
+        data["titles"] = dict(self.titles)
         data["schedule"] = self.schedule.to_dict()
         data["schedule_text"] = str(self.schedule)
         return data
@@ -113,7 +118,10 @@ def render_failure(report: ExplorationReport) -> str:
     failure = report.failure
     if failure is None:
         return ""
-    names = ", ".join(f"{n} ({INVARIANTS[n]})" for n in failure.invariants) or "none"
+    names = ", ".join(
+        f"{n} ({INVARIANTS[n] if isinstance(n, int) else failure.titles.get(n, n)})"
+        for n in failure.invariants
+    ) or "none"
     headline = f"crashpoints: {len(failure.violations)} violation(s) of invariant(s) {names}"
     if not failure.violations and failure.errors:
         # Nothing was checked wrong: the case itself could not run as it must.

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .._harness.context import ProviderSpec
+from .._harness.invariants import invariant_key
 from .._inject.failpoints import CRASH_POINTS
 from ..errors import CrashpointsError
 from .options import MODES, START_METHODS
@@ -29,7 +30,7 @@ class CrashMarker:
     timeout: float | None = None
     start_method: str = "fork"
     strict_coverage: bool | None = None
-    expect: tuple[int, ...] = ()
+    expect: tuple[int | str, ...] = ()
 
 
 def _points(value: object) -> tuple[str, ...]:
@@ -85,18 +86,24 @@ def _positive_int(name: str, value: object) -> int | None:
     return value
 
 
-def _expect(value: object) -> tuple[int, ...]:
+def _expect(value: object) -> tuple[int | str, ...]:
     if value is None:
         return ()
-    items = [value] if isinstance(value, int) else value
+    items = [value] if isinstance(value, int | str) else value
     if not isinstance(items, Iterable):
         raise CrashpointsError(f"expect={value!r} is not an invariant number or a list of them")
-    out = []
+    out: list[int | str] = []
     for item in items:
-        if isinstance(item, bool) or not isinstance(item, int) or not 1 <= item <= 6:
-            raise CrashpointsError(f"expect={value!r}: {item!r} is not an invariant (1 to 6)")
-        out.append(item)
-    return tuple(sorted(set(out)))
+        if isinstance(item, str) and item.strip() and not item.isdigit():
+            out.append(item)  # an invariant of your own, by name (checked when run is called)
+        elif isinstance(item, bool) or not isinstance(item, int) or not 1 <= item <= 6:
+            raise CrashpointsError(
+                f"expect={value!r}: {item!r} is not an invariant (1 to 6, or the name of one "
+                "of your own)"
+            )
+        else:
+            out.append(item)
+    return tuple(sorted(set(out), key=invariant_key))
 
 
 def parse_marker(args: tuple[Any, ...], kwargs: dict[str, Any]) -> CrashMarker:
