@@ -35,7 +35,7 @@ from ..errors import CrashpointsError
 if TYPE_CHECKING:
     import httpx
 
-    from fake_providers import Provider
+    from fake_providers import HttpApi, Provider
 
     from .._agent.recovery import RecoveryAction, RecoveryPolicy
     from .._ledger.sqlite import Ledger
@@ -58,18 +58,58 @@ __all__ = [
 class ProviderSpec:
     """A fake provider in a case, and how it behaves.
 
-    ``idempotency`` (payments only) simulates a provider without idempotency support when
-    False; ``search_lag`` is how far (harness seconds) its searches lag behind writes.
+    ``name`` is a bundled provider's (``"payments"``, ``"email"``, ``"tickets"``,
+    ``"deploy"``), or your own's with ``api``: the :class:`~fake_providers.HttpApi` that
+    describes it (``ProviderSpec(chat.name, api=chat, search_lag=5.0)``; the marker also takes
+    the ``HttpApi`` itself). ``idempotency=False`` simulates a provider without idempotency
+    support (payments, or an API with an idempotency header); ``search_lag`` is how far
+    (harness seconds) its searches lag behind writes.
     """
 
     name: str
     idempotency: bool = True
     search_lag: float = 30.0
     retention: float = 24 * 3600.0
+    api: HttpApi | None = None
+
+    def __post_init__(self) -> None:
+        if self.api is not None and self.api.name != self.name:
+            raise CrashpointsError(
+                f"ProviderSpec({self.name!r}, api={self.api!r}): the name must be the API's "
+                f"own, {self.api.name!r}."
+            )
 
     @property
     def idempotent(self) -> bool:
+        """Whether the provider honours idempotency keys in this case."""
+        if self.api is not None:
+            return self.api.idempotency_header is not None and self.idempotency
         return self.name == "payments" and self.idempotency
+
+    @property
+    def has_lookup(self) -> bool:
+        """Whether a client can ask the provider whether an effect happened."""
+        if self.api is not None:
+            return self.api.has_lookup
+        from fake_providers import PROVIDERS
+
+        return PROVIDERS[self.name].has_lookup
+
+    @property
+    def has_search(self) -> bool:
+        """Whether the provider has a search that lags behind its writes."""
+        if self.api is not None:
+            return self.api.has_search
+        from fake_providers import PROVIDERS
+
+        return PROVIDERS[self.name].has_search
+
+    @property
+    def scopes(self) -> frozenset[str]:
+        """Every scope the provider's operations need."""
+        if self.api is not None:
+            return self.api.scopes
+        return frozenset({f"{self.name}:read", f"{self.name}:write"})
 
 
 #: How long the reference adapters assume a provider's search may lag behind its writes, at
@@ -167,6 +207,8 @@ class CaseEnv:
 
 def make_provider(env: CaseEnv, spec: ProviderSpec, clock: HarnessClock) -> Provider:
     """Open (or create) the fake provider of ``spec`` over its journal in ``env``."""
+    if spec.api is not None:
+        return spec.api.provider(env.journal_path(spec.name), clock=clock.now)
     from fake_providers import PROVIDERS
 
     return PROVIDERS[spec.name](env.journal_path(spec.name), clock=clock.now)

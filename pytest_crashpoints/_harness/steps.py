@@ -500,5 +500,6 @@ def fork_server_for(*scenarios: Scenario | None) -> Iterator[None]:
     keep: list[object] = []
     for scenario in forked:
         keep += [scenario.worker, scenario.recover, *scenario.messages]
+        keep += [spec.api for spec in scenario.providers if spec.api is not None]
     with serving(keep):
         yield

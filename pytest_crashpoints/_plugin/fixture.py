@@ -37,9 +37,10 @@ __all__ = ["CrashpointsFixture"]
 def default_authorities(
     messages: Sequence[Mapping[str, Any]], providers: Iterable[ProviderSpec]
 ) -> dict[str, Authority]:
-    """Each message's task acts for ``message["tenant"]`` (default ``tenant-1``) with read
-    and write scopes on every provider of the test, under policy ``p1``."""
-    scope = sorted(f"{spec.name}:{access}" for spec in providers for access in ("read", "write"))
+    """Each message's task acts for ``message["tenant"]`` (default ``tenant-1``) with every
+    scope of every provider of the test (``<name>:read`` and ``<name>:write``), under policy
+    ``p1``."""
+    scope = sorted({scope for spec in providers for scope in spec.scopes})
     authorities: dict[str, Authority] = {}
     for message in messages:
         task = message.get("task_id") if isinstance(message, Mapping) else None

@@ -58,19 +58,28 @@ def _points(value: object) -> tuple[str, ...]:
 
 
 def _providers(value: object) -> tuple[ProviderSpec, ...]:
-    if isinstance(value, (str, ProviderSpec)):
+    from fake_providers import PROVIDERS, HttpApi
+
+    if isinstance(value, (str, ProviderSpec, HttpApi)):
         value = [value]
     if not isinstance(value, Iterable):
         raise CrashpointsError(f"providers={value!r} is not a list of provider names")
-    from fake_providers import PROVIDERS
-
     specs: list[ProviderSpec] = []
     for item in value:
-        spec = ProviderSpec(item) if isinstance(item, str) else item
-        if not isinstance(spec, ProviderSpec) or spec.name not in PROVIDERS:
+        if isinstance(item, HttpApi):
+            spec: object = ProviderSpec(item.name, api=item)
+        else:
+            spec = ProviderSpec(item) if isinstance(item, str) else item
+        if isinstance(spec, ProviderSpec) and spec.api is not None:
+            if spec.name in PROVIDERS:
+                raise CrashpointsError(
+                    f"provider {spec.api!r} takes the name of the bundled provider "
+                    f"{spec.name!r}; name your API otherwise"
+                )
+        elif not isinstance(spec, ProviderSpec) or spec.name not in PROVIDERS:
             raise CrashpointsError(
                 f"provider {item!r} is not one of {', '.join(PROVIDERS)} (or a "
-                "ProviderSpec of one)"
+                "ProviderSpec of one, or an HttpApi of your own)"
             )
         if any(s.name == spec.name for s in specs):
             raise CrashpointsError(f"provider {spec.name!r} is named twice")
