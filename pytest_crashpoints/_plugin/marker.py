@@ -107,8 +107,8 @@ def _expect(value: object) -> tuple[int | str, ...]:
             out.append(item)  # an invariant of your own, by name (checked when run is called)
         elif isinstance(item, bool) or not isinstance(item, int) or not 1 <= item <= 6:
             raise CrashpointsError(
-                f"expect={value!r}: {item!r} is not an invariant (1 to 6, or the name of one "
-                "of your own)"
+                f"expect={value!r}: {item!r} is not an invariant (1 to 6); your own "
+                "invariants go by their names"
             )
         else:
             out.append(item)
