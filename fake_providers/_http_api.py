@@ -44,8 +44,10 @@ from typing import Any, Literal, Union
 
 import httpx
 
-from . import _idempotency as idempotency
 from ._faults import RequestKind
+from ._idempotency import release as _release_key
+from ._idempotency import reserve as _reserve_key
+from ._idempotency import saver as _saver
 from ._journal import next_counter
 from ._keys import ApiKey
 from ._provider import (
@@ -523,7 +525,7 @@ class ApiProvider(Provider):
         )
         claimed = presented if presented and call.settings.idempotency else None
         if claimed is not None:
-            early = idempotency.reserve(
+            early = _reserve_key(
                 self, call, claimed, phash,
                 in_use=lambda message: self.error(409, message, code="idempotency_key_in_use"),
                 mismatch=lambda message: self.error(400, message, code="idempotency_error"),
@@ -539,14 +541,14 @@ class ApiProvider(Provider):
                                 status, respond)
         except BaseException:
             if claimed is not None:
-                idempotency.release(self, call, claimed)
+                _release_key(self, call, claimed)
             raise
         reply = _carry(base, reply)
         if claimed is not None:
             if reply.effect is None:
-                idempotency.release(self, call, claimed)
+                _release_key(self, call, claimed)
             else:
-                reply.on_commit = idempotency.saver(call, claimed)
+                reply.on_commit = _saver(call, claimed)
         return reply
 
     def _apply(

@@ -41,7 +41,9 @@ from typing import Any
 
 import httpx
 
-from . import _idempotency as idempotency
+from ._idempotency import release as _release_key
+from ._idempotency import reserve as _reserve_key
+from ._idempotency import saver as _saver
 from ._provider import Call, EffectDraft, Provider, Reply, Route, json_body, payload_hash
 
 __all__ = ["Payments"]
@@ -207,12 +209,12 @@ class Payments(Provider):
         if reply.status == 400:  # validation failed before executing: Stripe saves nothing
             self._release(call, idem)
             return reply
-        reply.on_commit = idempotency.saver(call, idem)
+        reply.on_commit = _saver(call, idem)
         return reply
 
     def _reserve(self, call: Call, key: str, params_hash: str, base: Reply) -> Reply | None:
         """Claim ``key`` for this request, or answer now (replay, mismatch, in use)."""
-        answer = idempotency.reserve(
+        answer = _reserve_key(
             self, call, key, params_hash,
             in_use=lambda message: self.error(409, message, code="idempotency_key_in_use"),
             mismatch=lambda message: self.error(400, message, type="idempotency_error"),
@@ -226,7 +228,7 @@ class Payments(Provider):
         return answer
 
     def _release(self, call: Call, key: str) -> None:
-        idempotency.release(self, call, key)
+        _release_key(self, call, key)
 
     @staticmethod
     def _with(base: Reply, answer: Reply) -> Reply:
