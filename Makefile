@@ -36,7 +36,7 @@ gate: $(STAMP)
 screenshot: $(STAMP)
 	$(BIN)/python -m tests.browser docs/images/html-report.png
 
-# Every schedule of up to two faults on a two-call, two-provider message (about five minutes).
+# Every schedule of up to two faults on a two-call, two-provider message (five to ten minutes).
 bound2: $(STAMP)
 	$(BIN)/python -m scenarios.bound2
 

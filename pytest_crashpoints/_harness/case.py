@@ -29,7 +29,7 @@ from typing import Any
 from .context import CaseEnv
 from .evidence import Evidence, ExpectedEffect, ProviderRequest, RecoveryRerun
 from .history import History, render_timeline
-from .invariants import Violation, check_all, unchecked
+from .invariants import Violation, check_all, check_own, unchecked
 from .linking import stored_links
 from .quiet import QUIET_ROUNDS, QUIET_STEP, killed_recovery_diff, needs_recovery, quiet, snapshot
 from .record import case_record
@@ -187,7 +187,6 @@ def _run(
             rerun=RecoveryRerun(ledger_changes, new_requests, killed_diff, killed_at),
             ledger_columns=getattr(view, "provides", None),
         )
-        violations = tuple(check_all(evidence))
         rows = run.history.merge(
             events=evidence.events,
             requests=requests,
@@ -195,6 +194,17 @@ def _run(
                 name: a.attempt_id for a in evidence.attempts for name in stored_links(a, evidence)
             },
         )
+        evidence = dataclasses.replace(evidence, timeline=render_timeline(rows))
+        own, failed_checks = check_own(evidence, scenario.invariants)
+        violations = (*check_all(evidence), *own)
+        run.errors += failed_checks
+        if expected is None and not schedule.faults and not requests:
+            run.errors.append(
+                "the fault-free run made no request to any provider: no worker reached a tool "
+                "call, so no schedule can test one. Check that the worker calls the providers "
+                "of the marker (an async def worker's calls awaited, its tasks awaited) and "
+                "that each message reaches its work."
+            )
         record = None
         if violations or run.errors:
             record = case_record(rows, evidence.attempts, violations)
@@ -203,7 +213,7 @@ def _run(
             violations=violations,
             errors=tuple(run.errors),
             history=run.history,
-            timeline=render_timeline(rows),
+            timeline=evidence.timeline,
             fingerprint=_digest(again),
             state=tuple(again),
             hits=dict(run.hits),

@@ -15,7 +15,7 @@ from typing import Any
 from .._ledger.authority import format_scope
 from .._ledger.records import Attempt
 from .history import TimelineRow
-from .invariants import INVARIANTS, Violation
+from .invariants import Violation
 
 __all__ = ["RECORD_VERSION", "case_record"]
 
@@ -97,7 +97,7 @@ def _attempt(attempt: Attempt) -> dict[str, Any]:
 def _violation(violation: Violation) -> dict[str, Any]:
     return {
         "invariant": violation.invariant,
-        "title": INVARIANTS[violation.invariant],
+        "title": violation.says,
         "message": violation.message,
         "attempts": list(violation.attempt_ids),
         "requests": [

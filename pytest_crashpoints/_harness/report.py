@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .case import CaseResult
-from .invariants import INVARIANTS
+from .invariants import INVARIANTS, invariant_key
 from .schedule import COVERAGE_KINDS, Schedule, fault_kinds
 
 __all__ = ["ExplorationReport", "Failure", "ScheduleRun", "render_failure"]
@@ -21,19 +21,23 @@ class Failure:
     token: str
     replay_command: str
     violations: tuple[str, ...]
-    invariants: tuple[int, ...]
+    #: The six by number, then invariants of your own by name.
+    invariants: tuple[int | str, ...]
     errors: tuple[str, ...]
     timeline: str
     run_dir: str | None
     fingerprint: str
     deterministic: bool
     rerun_fingerprint: str
+    #: What each invariant of your own among ``invariants`` says (its docstring's first line).
+    titles: Mapping[str, str] = dataclasses.field(default_factory=dict)
     #: The failing case as data (its timeline, ledger rows and violations with what they
     #: name): see ``record.case_record``.
     case: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
+        data["titles"] = dict(self.titles)
         data["schedule"] = self.schedule.to_dict()
         data["schedule_text"] = str(self.schedule)
         return data
@@ -49,7 +53,8 @@ class ScheduleRun:
     phase: str
     schedule_text: str
     verdict: str
-    invariants: tuple[int, ...]
+    #: The six by number, then invariants of your own by name.
+    invariants: tuple[int | str, ...]
     fingerprint: str
     seconds: float
 
@@ -136,7 +141,9 @@ class ExplorationReport:
                 phase=phase,
                 schedule_text=str(result.schedule),
                 verdict="passed" if result.passed else "failed",
-                invariants=tuple(sorted({v.invariant for v in result.violations})),
+                invariants=tuple(
+                    sorted({v.invariant for v in result.violations}, key=invariant_key)
+                ),
                 fingerprint=result.fingerprint,
                 seconds=seconds,
             )
@@ -190,10 +197,14 @@ def _heading(failure: Failure) -> str:
     """The first line of a failure report: the violations, or, when there are none, what
     the harness could not do (a timeout says so)."""
     if failure.violations or not failure.errors:
-        names = ", ".join(f"{n} ({INVARIANTS[n]})" for n in failure.invariants) or "none"
+        names = ", ".join(
+            f"{n} ({INVARIANTS[n] if isinstance(n, int) else failure.titles.get(n, n)})"
+            for n in failure.invariants
+        ) or "none"
         return f"crashpoints: {len(failure.violations)} violation(s) of invariant(s) {names}"
     firsts = [error.splitlines()[0] if error else "" for error in failure.errors]
-    kind = "timeout" if all(" timed out after " in first for first in firsts) else "harness error"
+    # Headed by the first error: what went wrong first (later ones often follow from it).
+    kind = "timeout" if " timed out after " in firsts[0] else "harness error"
     more = len(firsts) - 1
     return f"crashpoints: {kind}: {firsts[0]}" + (f" (and {more} more)" if more else "")
 

@@ -22,10 +22,11 @@ opens, every mark and highlight in words and symbols as well as colour.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .._harness.invariants import INVARIANTS
+from .._harness.invariants import INVARIANTS, invariant_key
 from .._harness.schedule import COVERAGE_KINDS
 from .summary import verdict_of
 
@@ -96,7 +97,7 @@ def render_html(document: Mapping[str, Any]) -> str:
         '<main id="main">',
         _summary(tests),
         *(_test(f"t{index}", test) for index, test in enumerate(tests, start=1)),
-        _invariants(),
+        _invariants(_own_invariants(tests)),
         "</main>",
         f"<script>{_JS}</script>",
         "</body>",
@@ -107,6 +108,31 @@ def render_html(document: Mapping[str, Any]) -> str:
 
 def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
+
+
+def _anchor(invariant: object) -> str:
+    """The id of an invariant's explanation: ``inv-1`` ... ``inv-6``, ``inv-own-NAME``."""
+    if isinstance(invariant, int):
+        return f"inv-{invariant}"
+    return "inv-own-" + re.sub(r"[^A-Za-z0-9_-]", "-", str(invariant))
+
+
+def _own_invariants(tests: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """The invariants of your own that some failure names, with what each says."""
+    own: dict[str, str] = {}
+    for test in tests:
+        failure = test.get("failure") or {}
+        titles = failure.get("titles")
+        if not isinstance(titles, Mapping):
+            titles = {}
+        for name in failure.get("invariants") or []:
+            if isinstance(name, str):
+                own.setdefault(name, str(titles.get(name, "")))
+        case = failure.get("case") if _readable(failure.get("case")) else None
+        for violation in (case or {}).get("violations", []):
+            if isinstance(violation["invariant"], str) and not own.get(violation["invariant"]):
+                own[violation["invariant"]] = str(violation.get("title") or "")
+    return own
 
 
 def _plural(n: int, word: str) -> str:
@@ -311,7 +337,10 @@ def _readable(case: object) -> bool:
     if not all(isinstance(a, Mapping) and isinstance(a.get("attempt_id"), str) for a in attempts):
         return False
     for violation in violations:
-        if not isinstance(violation, Mapping) or violation.get("invariant") not in INVARIANTS:
+        if not isinstance(violation, Mapping):
+            return False
+        invariant = violation.get("invariant")
+        if invariant not in INVARIANTS and not (isinstance(invariant, str) and invariant):
             return False
         if not isinstance(violation.get("message"), str):
             return False
@@ -368,9 +397,11 @@ def _violations(tid: str, violations: Sequence[Mapping[str, Any]]) -> list[str]:
     for number, violation in enumerate(violations, start=1):
         n = violation["invariant"]
         evidence = violation.get("evidence") or []
+        says = violation.get("title") or (INVARIANTS.get(n, "") if isinstance(n, int) else "")
         lines.append(
-            f'<li id="{tid}-v{number}"><a href="#inv-{n}">invariant {n}</a> '
-            f"({_e(violation.get('title', INVARIANTS.get(n, '')))}): {_e(violation['message'])}"
+            f'<li id="{tid}-v{number}"><a href="#{_anchor(n)}">invariant {_e(n)}</a>'
+            + (f" ({_e(says)})" if says else "")
+            + f": {_e(violation['message'])}"
         )
         if evidence:
             lines.append(
@@ -551,11 +582,11 @@ def _tick(what: str) -> str:
 
 def _named(violations: Sequence[Mapping[str, Any]], what: str) -> str:
     """The mark of what checks named: each invariant, linked to its explanation."""
-    numbers = sorted({v["invariant"] for v in violations})
+    numbers = sorted({v["invariant"] for v in violations}, key=invariant_key)
     links = []
     for n in numbers:
         message = next(v["message"] for v in violations if v["invariant"] == n)
-        links.append(f'<a href="#inv-{n}" title="{_e(message)}">{n}</a>')
+        links.append(f'<a href="#{_anchor(n)}" title="{_e(message)}">{_e(n)}</a>')
     word = "invariant" if len(numbers) == 1 else "invariants"
     return (
         f'<span class="named" title="{_e(what)}">⚠ {word} {", ".join(links)}</span>'
@@ -802,16 +833,25 @@ def _schedules(tid: str, test: Mapping[str, Any]) -> str:
     )
 
 
-def _invariants() -> str:
+def _invariants(own: Mapping[str, str]) -> str:
     items = []
     for n, title in INVARIANTS.items():
         items.append(
-            f'<dt id="inv-{n}">Invariant {n}: {_e(title)}</dt><dd>{_e(EXPLANATIONS[n])}</dd>'
+            f'<dt id="{_anchor(n)}">Invariant {n}: {_e(title)}</dt>'
+            f"<dd>{_e(EXPLANATIONS[n])}</dd>"
         )
+    for name, title in sorted(own.items()):
+        items.append(
+            f'<dt id="{_anchor(name)}">Invariant {_e(name)}'
+            + (f": {_e(title)}" if title else "")
+            + "</dt><dd>An invariant of your own, checked on the same evidence after the "
+            "quiet phase.</dd>"
+        )
+    heading = "The six invariants" + (" and your own" if own else "")
     return "\n".join(
         [
             '<section id="invariants" aria-labelledby="invariants-h">',
-            '<h2 id="invariants-h">The six invariants</h2>',
+            f'<h2 id="invariants-h">{heading}</h2>',
             "<p>Checked after every step of a schedule and after the quiet phase (faults "
             "lifted, recovery run until nothing changes), against the providers' journals.</p>",
             '<dl class="invariants">',

@@ -360,3 +360,32 @@ def test_the_page_says_passed_when_nothing_failed(
     page = render(doc, tmp_path)
     assert '<p class="status s-passed">passed</p>' in page
     assert counts in page
+
+
+def test_an_invariant_of_your_own_is_named_and_explained(tmp_path: Path) -> None:
+    doc = document()
+    failure = doc["tests"][0]["failure"]
+    failure["invariants"] = [1, "refund_within_charge"]
+    failure["titles"] = {"refund_within_charge": "a refund never exceeds its charge"}
+    failure["case"]["violations"].append(
+        {
+            "invariant": "refund_within_charge",
+            "title": "a refund never exceeds its charge",
+            "message": "refund r-2 of 50 EUR exceeds its charge of 42 EUR",
+            "attempts": [],
+            "requests": [{"provider": "email", "request_id": "r-9"}],
+            "evidence": [],
+        }
+    )
+    page = render(doc, tmp_path)
+    assert (
+        '<a href="#inv-own-refund_within_charge">invariant refund_within_charge</a> '
+        "(a refund never exceeds its charge): refund r-2" in page
+    )
+    assert (
+        '<dt id="inv-own-refund_within_charge">Invariant refund_within_charge: a refund never '
+        "exceeds its charge</dt>" in page
+    )
+    parsed = timeline(page)
+    lookup = cell(parsed, "email", "messages.get 200 no effect")
+    assert "hl" in lookup["classes"] and lookup["links"][-1] == "#inv-own-refund_within_charge"
