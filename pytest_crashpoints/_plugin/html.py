@@ -328,9 +328,12 @@ def _readable(case: object) -> bool:
         return False
     if not isinstance(violations, list):
         return False
-    sources = {"harness", "ledger", "journal"}
+    # What each kind of row must name to be drawn in its lane.
+    names = {"harness": (), "ledger": ("attempt_id",), "journal": ("provider", "request_id")}
     for row in rows:
-        if not isinstance(row, Mapping) or row.get("source") not in sources:
+        if not isinstance(row, Mapping) or row.get("source") not in names:
+            return False
+        if not all(isinstance(row.get(name), str) for name in names[row["source"]]):
             return False
         if not isinstance(row.get("at"), int | float) or not isinstance(row.get("data", {}), dict):
             return False
@@ -518,7 +521,7 @@ def _timeline(tid: str, case: Mapping[str, Any]) -> list[str]:
             numbers = named_requests.get(key, [])
             # Invariant 1 names the effect and its repeat, in the order they happened.
             pairs = [
-                violations[n - 1]["requests"].index({"provider": key[0], "request_id": key[1]})
+                _place(violations[n - 1]["requests"], key)
                 for n in numbers
                 if violations[n - 1]["invariant"] == 1
             ]
@@ -543,7 +546,7 @@ def _timeline(tid: str, case: Mapping[str, Any]) -> list[str]:
         at = float(row.get("at", 0.0))
         jump = "" if previous is None or at == previous else f" (+{at - previous:g} s)"
         row_class = "jump" if previous is not None and at - previous > 1 else ""
-        time_class = "same" if previous is not None and at == previous else ""
+        time_class = ' class="same"' if previous is not None and at == previous else ""
         previous = at
         tds = "".join(
             f'<td class="{" ".join(sorted(c))}">{"".join(content)}</td>'
@@ -554,7 +557,7 @@ def _timeline(tid: str, case: Mapping[str, Any]) -> list[str]:
         body.append(
             f'<tr id="{eid}"'
             + (f' class="{row_class}"' if row_class else "")
-            + f'><th scope="row" class="{time_class}">t={at:g}s{_e(jump)}</th>{tds}</tr>'
+            + f'><th scope="row"{time_class}>t={at:g}s{_e(jump)}</th>{tds}</tr>'
         )
     return [
         f'<h3 id="{tid}-timeline">Timeline</h3>',
@@ -574,6 +577,15 @@ def _timeline(tid: str, case: Mapping[str, Any]) -> list[str]:
         *body,
         "</tbody></table></div>",
     ]
+
+
+def _place(requests: Sequence[Mapping[str, Any]], key: tuple[str, str]) -> int:
+    """Where the journal entry ``key`` (provider, request id) is among ``requests``."""
+    return next(
+        i
+        for i, ref in enumerate(requests)
+        if (str(ref.get("provider")), str(ref.get("request_id"))) == key
+    )
 
 
 def _tick(what: str) -> str:
