@@ -14,6 +14,8 @@ For tools built on pytest-crashpoints and for tests that steer processes themsel
   :class:`Died`), armed with faults (:class:`Fault` and its actions :class:`Kill`,
   :class:`Raise`, :class:`Pause`, :class:`Count`), forked from one :func:`fork_server` (a
   :class:`ForkServer`);
+- workers and recoveries that are commands in any language (:class:`CommandWorker`,
+  :class:`CommandRecovery`), with fail points over HTTP;
 - forced interleavings and duplicate delivery (:func:`run_interleaved`,
   :func:`deliver_concurrently`, :func:`redeliver_after_success`, :func:`redeliver_after_crash`);
 - the world of a case: the harness clock (:class:`HarnessClock`), the run directory
@@ -33,6 +35,7 @@ For tools built on pytest-crashpoints and for tests that steer processes themsel
 
 from ._harness.authority_store import AuthorityChange, AuthorityStore
 from ._harness.case import CaseResult, run_case
+from ._harness.command import CommandRecovery, CommandWorker
 from ._harness.context import CaseEnv, Context, ProviderSpec
 from ._harness.evidence import (
     Evidence,
@@ -96,6 +99,8 @@ __all__ = [
     "CaseEnv",
     "CaseResult",
     "ChangeAuthority",
+    "CommandRecovery",
+    "CommandWorker",
     "Completed",
     "Context",
     "Count",
