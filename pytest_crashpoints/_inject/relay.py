@@ -5,8 +5,8 @@ A case's loopback servers write a preamble line before each answer to a process 
 another language would choke on it. So the bridge that runs a command (``_harness/command.py``)
 puts a :class:`Relay` in front of each provider and gives the command the relay's address as
 the provider's: a transparent HTTP/1.1 forwarder that sends the command's request (method,
-path, query, headers, the command's own key, body) on to the provider's server with httpx,
-inside the bridge, whose sockets carry the wire hooks:
+path, query, headers, the command's own key, body) on to the provider's server with
+``http.client``, inside the bridge, whose sockets carry the wire hooks:
 
 - **B** fires when the provider's answer to a write it accepted reaches the bridge, before
   the relay has passed a byte of it to the command. A kill there kills the bridge and its
@@ -17,15 +17,15 @@ inside the bridge, whose sockets carry the wire hooks:
 
 What the server does not answer (a lookup timeout, a lost response) the relay does not answer
 either: it closes the command's connection. The answer's status, headers and body pass on
-unchanged (raw bytes: no decoding), except the hop-by-hop headers; every answer closes its
+unchanged (no content decoding), except the hop-by-hop headers; every answer closes its
 connection (HTTP/1.0), as the servers' own do.
 """
 
 from __future__ import annotations
 
+import http.client
+import urllib.parse
 from http.server import BaseHTTPRequestHandler
-
-import httpx
 
 from .protocol import LoopbackServer, read_body
 
@@ -49,9 +49,12 @@ MAX_BODY = 10 * 1024 * 1024
 
 
 class _Server(LoopbackServer):
-    def __init__(self, upstream: str, client: httpx.Client) -> None:
-        self.upstream = upstream.rstrip("/")
-        self.client = client
+    def __init__(self, upstream: str, timeout: float) -> None:
+        parts = urllib.parse.urlsplit(upstream)
+        self.host = parts.hostname or "127.0.0.1"
+        self.port = parts.port or 80
+        self.netloc = parts.netloc
+        self.timeout = timeout
         super().__init__(_Handler)
 
 
@@ -64,25 +67,30 @@ class _Handler(BaseHTTPRequestHandler):
         if body is None:
             self.send_error(400, "Malformed or oversized request body")
             return
-        headers = [(k, v) for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP]
-        request = httpx.Request(
-            self.command, self.server.upstream + self.path, headers=headers, content=body
-        )
+        server = self.server
+        upstream = http.client.HTTPConnection(server.host, server.port, timeout=server.timeout)
         try:
-            response = self.server.client.send(request, stream=True)
-            try:
-                content = b"".join(response.iter_raw())
-            finally:
-                response.close()
-        except httpx.TransportError:
+            upstream.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
+            upstream.putheader("Host", server.netloc)
+            for name, value in self.headers.items():
+                if name.lower() not in _HOP_BY_HOP:
+                    upstream.putheader(name, value)
+            if body or self.command in ("POST", "PUT", "PATCH"):
+                upstream.putheader("Content-Length", str(len(body)))
+            upstream.endheaders(body or None)
+            response = upstream.getresponse()
+            content = response.read()
+        except (OSError, http.client.HTTPException):
             # The server hung up without an answer: so does the relay.
             self.close_connection = True
             return
-        lines = [f"HTTP/1.0 {response.status_code} {response.reason_phrase}".encode("latin-1")]
+        finally:
+            upstream.close()
+        lines = [f"HTTP/1.0 {response.status} {response.reason}".encode("latin-1")]
         lines += [
-            name + b": " + value
-            for name, value in response.headers.raw
-            if name.decode("latin-1").lower() not in _HOP_BY_HOP
+            f"{name}: {value}".encode("latin-1")
+            for name, value in response.getheaders()
+            if name.lower() not in _HOP_BY_HOP
         ]
         lines.append(f"Content-Length: {len(content)}".encode("latin-1"))
         self.wfile.write(b"\r\n".join(lines) + b"\r\n\r\n" + content)
@@ -101,8 +109,7 @@ class Relay:
     """
 
     def __init__(self, upstream: str, *, timeout: float = 10.0) -> None:
-        self._client = httpx.Client(timeout=timeout)
-        self._server = _Server(upstream, self._client)
+        self._server = _Server(upstream, timeout)
         self.url = self._server.url
 
     def start(self) -> None:
@@ -110,7 +117,6 @@ class Relay:
 
     def close(self) -> None:
         self._server.close()
-        self._client.close()
 
     def __enter__(self) -> Relay:
         return self
