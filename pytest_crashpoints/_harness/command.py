@@ -162,9 +162,7 @@ def run_bridge(
             )
         )
         relays = {
-            spec.name: stack.enter_context(
-                Relay(env_.url(spec.name), timeout=env_.http_timeout)
-            )
+            spec.name: stack.enter_context(Relay(env_.url(spec.name), timeout=env_.http_timeout))
             for spec in env_.providers
         }
         variables = dict(os.environ)

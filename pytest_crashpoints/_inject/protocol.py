@@ -150,7 +150,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _error(self, status: int, text: str) -> None:
         self._answer(status, {"error": text})
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+    def do_POST(self) -> None:
         path = urllib.parse.urlsplit(self.path).path
         if not path.startswith("/failpoint/"):
             self._error(404, f"no such endpoint: POST {path}; POST /failpoint/{{name}}")
@@ -174,7 +174,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._answer(200, {"action": "continue", "now": self.server.now()})
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         path = urllib.parse.urlsplit(self.path).path
         if path == "/now":
             now = self.server.now()

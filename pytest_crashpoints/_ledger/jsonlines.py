@@ -19,6 +19,7 @@ line that is not a JSON object is an error.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -83,10 +84,9 @@ class JSONLinesLedgerView(SQLiteLedgerView):
                 continue
             lines.append(self._parse(line, number))
         if torn.strip():
-            try:
+            # Whole JSON, or the writer died between two writes of its last line.
+            with contextlib.suppress(LedgerError):
                 lines.append(self._parse(torn, len(raw) + 1))
-            except LedgerError:
-                pass  # the writer died between two writes of its last line
         return lines
 
     def _parse(self, line: bytes, number: int) -> dict[str, Any]:
@@ -148,7 +148,7 @@ class JSONLinesLedgerView(SQLiteLedgerView):
         names = {n: self.columns.get(n, n) for n in ("state", "updated_at", "owner")}
         _, _, tagged = self._merged()
         last: dict[Any, State] = {}
-        events = []
+        events: list[Event] = []
         for line, key in tagged:
             if names["state"] not in line:
                 continue

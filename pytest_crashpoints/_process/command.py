@@ -18,6 +18,7 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..errors import HarnessUsageError
 
@@ -44,9 +45,7 @@ def check_command(argv: object, *, what: str = "command") -> tuple[str, ...]:
             f"{what}=['node', 'worker.js']."
         )
     if not all(isinstance(word, str) and word for word in words):
-        raise HarnessUsageError(
-            f"{what}={list(words)!r}: every item must be a non-empty string."
-        )
+        raise HarnessUsageError(f"{what}={list(words)!r}: every item must be a non-empty string.")
     program = words[0]
     if os.sep in program:
         found = program if os.access(program, os.X_OK) and os.path.isfile(program) else None
@@ -69,7 +68,7 @@ def _die_with_bridge(bridge: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _load_prctl() -> object:
+def _load_prctl() -> Any:
     if not sys.platform.startswith("linux"):
         return None
     import ctypes
@@ -77,7 +76,7 @@ def _load_prctl() -> object:
     return ctypes.CDLL(None, use_errno=True).prctl
 
 
-_prctl: object = None
+_prctl: Any = None
 
 
 def start_command(
@@ -112,7 +111,7 @@ def start_command(
             env=dict(env),
             cwd=cwd,
             close_fds=True,
-            preexec_fn=lambda: _die_with_bridge(bridge),  # noqa: PLW1509 - no thread yet
+            preexec_fn=lambda: _die_with_bridge(bridge),
         )
     except OSError as exc:
         raise HarnessUsageError(
