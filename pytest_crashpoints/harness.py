@@ -15,7 +15,7 @@ For tools built on pytest-crashpoints and for tests that steer processes themsel
   :class:`Raise`, :class:`Pause`, :class:`Count`), forked from one :func:`fork_server` (a
   :class:`ForkServer`);
 - workers and recoveries that are commands in any language (:class:`CommandWorker`,
-  :class:`CommandRecovery`), with fail points over HTTP;
+  :class:`CommandRecovery`), with fail points over HTTP (:class:`FailpointServer`);
 - forced interleavings and duplicate delivery (:func:`run_interleaved`,
   :func:`deliver_concurrently`, :func:`redeliver_after_success`, :func:`redeliver_after_crash`);
 - the world of a case: the harness clock (:class:`HarnessClock`), the run directory
@@ -73,6 +73,7 @@ from ._harness.token import Token, read_token, replay_token
 from ._harness.world import World
 from ._inject.commits import install_commit_hooks
 from ._inject.failpoints import COMMIT_POINTS, CRASH_POINTS, Count, Fault, Hit, Kill, Pause, Raise
+from ._inject.protocol import FailpointServer
 from ._inject.wire import decode_preamble, encode_preamble, install_wire_hooks
 from ._process.clock import HARNESS_EPOCH, HarnessClock
 from ._process.delivery import (
@@ -110,6 +111,7 @@ __all__ = [
     "Evidence",
     "ExpectedEffect",
     "ExplorationReport",
+    "FailpointServer",
     "Failure",
     "Fault",
     "ForkServer",

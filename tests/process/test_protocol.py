@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 import urllib.error
 import urllib.request
@@ -18,10 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_crashpoints._inject.protocol import FailpointServer
-from pytest_crashpoints._process.command import start_command
 from pytest_crashpoints.harness import (
     Completed,
+    FailpointServer,
     Fault,
     Kill,
     Killed,
@@ -67,10 +67,11 @@ def _client(kind: str, tmp_path: Path) -> list[str]:
 
 
 def bridge(argv: list[str], out: str) -> int:
-    """A bridge in small: serve the protocol, run the client, return its exit status."""
-    with FailpointServer(now=lambda: 7.0) as server:
+    """A bridge in small: serve the protocol, run the client (in this worker's process group,
+    which a kill takes with it), return its exit status."""
+    with FailpointServer(now=lambda: 7.0) as server, open(out, "wb") as stdout:
         env = {**os.environ, "CRASHPOINTS_URL": server.url, "HELPER": str(HELPER)}
-        client = start_command(argv, env=env, stdin=None, stdout=out, stderr=out + ".err")
+        client = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=stdout)
         server.start()
         return client.wait()
 
