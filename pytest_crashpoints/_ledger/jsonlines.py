@@ -9,7 +9,8 @@ Each line is one JSON object, one change to one attempt: its id and the fields t
 
 An attempt is every line with its id, merged in order (a later line's field wins). Each line
 that changes an attempt's state is also an event of the transition log, at the line's
-``updated_at`` (else its ``at``), by its ``owner`` (else its ``actor``), with its ``reason``.
+``updated_at`` (else its ``at``), by its ``owner`` (else its ``actor``), with its ``reason``
+(else the file and line number).
 
 Append each line whole, with one ``write`` (``O_APPEND``): a process killed with SIGKILL never
 leaves half a ``write`` to a regular file. A last line without its newline is read if it is
@@ -71,22 +72,23 @@ class JSONLinesLedgerView(SQLiteLedgerView):
             authority_of=authority_of,
         )
 
-    def _lines(self) -> list[dict[str, Any]]:
+    def _lines(self) -> list[tuple[int, dict[str, Any]]]:
+        """Each line of the file that is a change, with its line number."""
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
             return []
         raw = data.split(b"\n")
         torn = raw.pop()  # after the last newline: empty, or a line cut short
-        lines: list[dict[str, Any]] = []
+        lines: list[tuple[int, dict[str, Any]]] = []
         for number, line in enumerate(raw, start=1):
             if not line.strip():
                 continue
-            lines.append(self._parse(line, number))
+            lines.append((number, self._parse(line, number)))
         if torn.strip():
             # Whole JSON, or the writer died between two writes of its last line.
             with contextlib.suppress(LedgerError):
-                lines.append(self._parse(torn, len(raw) + 1))
+                lines.append((len(raw) + 1, self._parse(torn, len(raw) + 1)))
         return lines
 
     def _parse(self, line: bytes, number: int) -> dict[str, Any]:
@@ -110,18 +112,21 @@ class JSONLinesLedgerView(SQLiteLedgerView):
             )
         return value
 
-    def _merged(self) -> tuple[set[str], list[dict[str, Any]], list[tuple[dict[str, Any], Any]]]:
-        """(fields present, one merged record per attempt, each line with its attempt's id)."""
+    def _merged(
+        self,
+    ) -> tuple[set[str], list[dict[str, Any]], list[tuple[int, dict[str, Any], Any]]]:
+        """(fields present, one merged record per attempt, each line with its number and its
+        attempt's id)."""
         id_field = self.columns.get("attempt_id", "attempt_id")
         records: dict[Any, dict[str, Any]] = {}
         present: set[str] = set()
         tagged = []
-        for line in self._lines():
+        for number, line in self._lines():
             key = line.get(id_field)
             record = records.setdefault(key, {_ROWID: len(records) + 1})
             record.update(line)
             present.update(line)
-            tagged.append((line, key))
+            tagged.append((number, line, key))
         return present, list(records.values()), tagged
 
     def _table_columns(self) -> frozenset[str] | None:
@@ -149,7 +154,7 @@ class JSONLinesLedgerView(SQLiteLedgerView):
         _, _, tagged = self._merged()
         last: dict[Any, State] = {}
         events: list[Event] = []
-        for line, key in tagged:
+        for number, line, key in tagged:
             if names["state"] not in line:
                 continue
             to_state = self._state(line[names["state"]])
@@ -167,7 +172,7 @@ class JSONLinesLedgerView(SQLiteLedgerView):
                     to_state=to_state,
                     at=float(at) if isinstance(at, int | float) else 0.0,
                     actor="" if actor is None else str(actor),
-                    reason=str(line.get("reason") or ""),
+                    reason=str(line.get("reason") or f"{self.path.name}:{number}"),
                 )
             )
         return events

@@ -59,9 +59,9 @@ def test_each_attempt_is_its_lines_merged_and_each_state_change_an_event(tmp_pat
     assert [
         (e.attempt_id, e.from_state, e.to_state, e.at, e.actor, e.reason) for e in view.events()
     ] == [
-        ("j-1", None, State.DISPATCHED, 1.0, "worker-1", ""),
-        ("j-2", None, State.DISPATCHED, 2.0, "worker-1", ""),
-        ("j-1", State.DISPATCHED, State.OUTCOME_CONFIRMED, 3.0, "worker-1", ""),
+        ("j-1", None, State.DISPATCHED, 1.0, "worker-1", "jobs.jsonl:1"),
+        ("j-2", None, State.DISPATCHED, 2.0, "worker-1", "jobs.jsonl:2"),
+        ("j-1", State.DISPATCHED, State.OUTCOME_CONFIRMED, 3.0, "worker-1", "jobs.jsonl:3"),
         ("j-2", State.DISPATCHED, State.MANUAL_REVIEW, 4.0, "worker-2", "maybe sent"),
     ]
     assert view.queue() == []
