@@ -15,7 +15,11 @@ async function failpoint(name, context = {}) {
   return answer.now;
 }
 
+// Harness time in seconds (the machine's clock outside a crash test).
+const now = async () =>
+  BASE ? (await (await fetch(`${BASE}/now`)).json()).now : Date.now() / 1000;
+
 // The message this process handles: JSON on standard input.
 const message = () => JSON.parse(require("node:fs").readFileSync(0, "utf8"));
 
-module.exports = { failpoint, message };
+module.exports = { failpoint, now, message };

@@ -213,3 +213,9 @@ def test_the_architecture_page_names_every_module_and_only_real_ones() -> None:
     assert sorted(named - modules) == [], "the architecture page names modules that do not exist"
     subpackages = {p.name for p in package.iterdir() if (p / "__init__.py").exists()}
     assert subpackages <= set(re.findall(r"`(_[a-z]+)/`", text))
+
+
+def test_the_javascript_helper_shown_is_the_one_the_node_scenario_runs() -> None:
+    page = (DOCS / "howto-any-language.md").read_text(encoding="utf-8")
+    shown = [code for _, info, code in FENCE.findall(page) if info.strip() == "js"]
+    assert shown == [(ROOT / "scenarios" / "node" / "crashpoints.js").read_text(encoding="utf-8")]

@@ -35,9 +35,9 @@ from .test_worker import wait_gone
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux prctl")
 
 NODE_CLIENT = """
-const { failpoint } = require(process.env.HELPER);
+const { failpoint, now } = require(process.env.HELPER);
 (async () => {
-  console.log(`pid ${process.pid}`);
+  console.log(`pid ${process.pid} now ${await now()}`);
   console.log(`one ${await failpoint("step.one", { n: 1 })}`);
   console.log(`two ${await failpoint("step.two", { n: 2, who: "node" })}`);
 })().catch((error) => { console.error(error.stack); process.exit(1); });
@@ -98,7 +98,9 @@ def test_continue_answers_at_once_with_the_harness_time(client: list[str], tmp_p
         ("step.one", 1),
         ("step.two", 2),
     ]
-    one, two = _lines(out)[1:]
+    first, one, two = _lines(out)
+    if "now" in first:
+        assert first.endswith("now 7")  # the helper's now(): GET /now
     assert one.startswith("one ") and two.startswith("two ")
     assert "7" in two  # node prints the answer's harness time, curl the whole answer
 
