@@ -179,7 +179,9 @@ class CrashpointsFixture:
                 check_messages(read_token(settings.replay).schedule, len(scenario.messages))
         except CrashpointsError as exc:
             # A mistake in how the test is set up: one line that says what to do.
-            pytest.fail(f"crashpoints: {self.nodeid}: {exc}", pytrace=False)
+            # "from None": the one line, not the harness's exception chained to it.
+            message = f"crashpoints: {self.nodeid}: {exc}"
+            raise pytest.fail.Exception(message, pytrace=False) from None
         try:
             report = explore(
                 scenario, settings, base_dir=self.base_dir, nodeid=self.nodeid, reference=reference
@@ -187,7 +189,9 @@ class CrashpointsFixture:
         except CrashpointsError as exc:
             # The harness could not run the test as set up (e.g. a worker that cannot cross to
             # a spawned process): one line that says what to do, not the harness's traceback.
-            pytest.fail(f"crashpoints: {self.nodeid}: {exc}", pytrace=False)
+            # "from None": the one line, not the harness's exception chained to it.
+            message = f"crashpoints: {self.nodeid}: {exc}"
+            raise pytest.fail.Exception(message, pytrace=False) from None
         self.report = report
         expected = self.marker.expect
         if expected:
