@@ -14,6 +14,8 @@ For tools built on pytest-crashpoints and for tests that steer processes themsel
   :class:`Died`), armed with faults (:class:`Fault` and its actions :class:`Kill`,
   :class:`Raise`, :class:`Pause`, :class:`Count`), forked from one :func:`fork_server` (a
   :class:`ForkServer`);
+- workers and recoveries that are commands in any language (:class:`CommandWorker`,
+  :class:`CommandRecovery`), with fail points over HTTP (:class:`FailpointServer`);
 - forced interleavings and duplicate delivery (:func:`run_interleaved`,
   :func:`deliver_concurrently`, :func:`redeliver_after_success`, :func:`redeliver_after_crash`);
 - the world of a case: the harness clock (:class:`HarnessClock`), the run directory
@@ -35,6 +37,7 @@ For tools built on pytest-crashpoints and for tests that steer processes themsel
 
 from ._harness.authority_store import AuthorityChange, AuthorityStore
 from ._harness.case import CaseResult, run_case
+from ._harness.command import CommandRecovery, CommandWorker
 from ._harness.context import CaseEnv, Context, ProviderSpec
 from ._harness.evidence import (
     Evidence,
@@ -72,6 +75,7 @@ from ._harness.token import Token, read_token, replay_token
 from ._harness.world import World
 from ._inject.commits import install_commit_hooks
 from ._inject.failpoints import COMMIT_POINTS, CRASH_POINTS, Count, Fault, Hit, Kill, Pause, Raise
+from ._inject.protocol import FailpointServer
 from ._inject.wire import decode_preamble, encode_preamble, install_wire_hooks
 from ._process.clock import HARNESS_EPOCH, HarnessClock
 from ._process.delivery import (
@@ -98,6 +102,8 @@ __all__ = [
     "CaseEnv",
     "CaseResult",
     "ChangeAuthority",
+    "CommandRecovery",
+    "CommandWorker",
     "Completed",
     "Context",
     "Count",
@@ -107,6 +113,7 @@ __all__ = [
     "Evidence",
     "ExpectedEffect",
     "ExplorationReport",
+    "FailpointServer",
     "Failure",
     "Fault",
     "ForkServer",

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CrashpointsError
+from .command import command_output
 from .context import CaseEnv, Context
 from .evidence import Incident, Observation
 from .history import History
@@ -196,6 +197,8 @@ class CaseRun:
             text = f"{who} died without reporting: {outcome!r}"
             self.errors.append(text)
             self.history.add(self.step, now, "died", text, process=who)
+        for line in command_output(self.env, who):  # a command's last words, if any
+            self.history.add(self.step, now, "output", line, process=who)
 
     def _run(
         self, fn: Callable[..., object], args: Sequence[object], kill: KillAt | None

@@ -261,7 +261,7 @@ class _Armed:
             record = ("killed", point, n, context, fired_at, self.trace, self.matched)
             with contextlib.suppress(BaseException):
                 self.channel.send(record)
-            os.kill(os.getpid(), signal.SIGKILL)
+            _kill_this_process()
         elif isinstance(action, Raise):
             self.injected = action.exception
             self.injected_at = (point, n)
@@ -276,10 +276,22 @@ class _Armed:
                 pass
         except (EOFError, OSError):
             # The harness is gone: nobody will release this gate, and nobody is left to tell.
-            os.kill(os.getpid(), signal.SIGKILL)
+            _kill_this_process()
         if self.on_hit is not None:
             # The harness usually moves the clock while a worker waits at a gate.
             self.on_hit()
+
+
+def _kill_this_process() -> None:
+    """SIGKILL this process and, when it leads its process group (every harness worker
+    does), the whole group in the same call: a program the worker runs (a command, see
+    ``protocol.py``) is killed before this process's sockets close, so it never sees its
+    answer's connection drop and runs on for a moment."""
+    me = os.getpid()
+    with contextlib.suppress(OSError):
+        if os.getpgid(0) == me:
+            os.killpg(me, signal.SIGKILL)
+    os.kill(me, signal.SIGKILL)
 
 
 class _SinceLastRequest:

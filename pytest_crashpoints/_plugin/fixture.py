@@ -53,6 +53,40 @@ def default_authorities(
     return authorities
 
 
+def _workers(
+    worker: Callable[[Any, Context], object] | None,
+    recover: Callable[[Context], object] | None,
+    command: Sequence[str] | None,
+    recover_command: Sequence[str] | None,
+    messages: Sequence[Mapping[str, Any]],
+) -> tuple[Callable[[Any, Context], object], Callable[[Context], object] | None]:
+    """The worker and recovery functions of ``run``'s arguments: a command becomes the
+    bridge that runs it. Raises :class:`CrashpointsError` for a choice that is not one."""
+    from .._harness.command import CommandRecovery, CommandWorker, message_json
+    from ..errors import CrashpointsError
+
+    if worker is not None and command is not None:
+        raise CrashpointsError(
+            "pass worker= (a Python function) or command= (a program), not both."
+        )
+    if recover is not None and recover_command is not None:
+        raise CrashpointsError(
+            "pass recover= (a Python function) or recover_command= (a program), not both."
+        )
+    if command is not None:
+        worker = CommandWorker(command)
+        for index, message in enumerate(messages):
+            message_json(message, index=index)
+    if worker is None:
+        raise CrashpointsError(
+            "pass worker= (a function of (message, ctx)) or command= (a program and its "
+            "arguments, e.g. ['node', 'worker.js']): the test has nothing to run."
+        )
+    if recover_command is not None:
+        recover = CommandRecovery(recover_command)
+    return worker, recover
+
+
 @dataclasses.dataclass
 class CrashpointsFixture:
     """Runs the test's worker under crash schedules. Created per test by the plugin."""
@@ -78,8 +112,10 @@ class CrashpointsFixture:
     def run(
         self,
         *,
-        worker: Callable[[Any, Context], object],
+        worker: Callable[[Any, Context], object] | None = None,
         recover: Callable[[Context], object] | None = None,
+        command: Sequence[str] | None = None,
+        recover_command: Sequence[str] | None = None,
         messages: Sequence[Mapping[str, Any]],
         authorities: Mapping[str, Authority] | None = None,
         ledger_view: Callable[[Context], LedgerView] | None = None,
@@ -91,7 +127,10 @@ class CrashpointsFixture:
 
         ``worker(message, ctx)`` handles one message in a worker process; ``recover(ctx)`` runs
         recovery in its own process (leave it out if the agent has none: the queue's redelivery
-        of a dead worker's message is then all that finishes the work). ``authorities`` maps
+        of a dead worker's message is then all that finishes the work). ``command`` (a program
+        and its arguments, in any language) instead of ``worker`` handles each message, given
+        as JSON on its standard input; ``recover_command`` instead of ``recover`` is recovery
+        as a program (docs/howto-any-language.md). ``authorities`` maps
         each task to its initial authority (default: see :func:`default_authorities`).
         ``ledger_view(ctx)`` reads your own ledger (default: the reference ledger).
         ``transport_points`` lets the HTTP transport fire B and C (for workers that do not call
@@ -124,6 +163,7 @@ class CrashpointsFixture:
                     "the crashpoints marker names no providers; add e.g. "
                     "providers=['email'] so the harness knows which fake providers to run."
                 )
+            worker, recover = _workers(worker, recover, command, recover_command, messages)
             scenario = Scenario(
                 worker=worker,
                 recover=recover,
@@ -161,7 +201,9 @@ class CrashpointsFixture:
                 check_messages(read_token(settings.replay).schedule, len(scenario.messages))
         except CrashpointsError as exc:
             # A mistake in how the test is set up: one line that says what to do.
-            pytest.fail(f"crashpoints: {self.nodeid}: {exc}", pytrace=False)
+            # "from None": the one line, not the harness's exception chained to it.
+            message = f"crashpoints: {self.nodeid}: {exc}"
+            raise pytest.fail.Exception(message, pytrace=False) from None
         try:
             report = explore(
                 scenario,
@@ -174,7 +216,9 @@ class CrashpointsFixture:
         except CrashpointsError as exc:
             # The harness could not run the test as set up (e.g. a worker that cannot cross to
             # a spawned process): one line that says what to do, not the harness's traceback.
-            pytest.fail(f"crashpoints: {self.nodeid}: {exc}", pytrace=False)
+            # "from None": the one line, not the harness's exception chained to it.
+            message = f"crashpoints: {self.nodeid}: {exc}"
+            raise pytest.fail.Exception(message, pytrace=False) from None
         finally:
             if self.progress is not None:
                 self.progress.finish(self.nodeid)

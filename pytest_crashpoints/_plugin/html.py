@@ -665,8 +665,8 @@ def _harness_cell(
         cells[lane].append(_mark(kind, _ENDS[kind], text, body))
         classes[lane].add("end")
         return
-    if kind in ("note", "error") and processes:
-        label = "⚠ error" if kind == "error" else "note"
+    if kind in ("note", "error", "output") and processes:
+        label = {"error": "⚠ error", "output": "output"}.get(kind, "note")
         cells[column[processes[0]]].append(_mark(kind, label, text, body))
         return
     label = {
