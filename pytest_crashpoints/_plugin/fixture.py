@@ -60,6 +60,8 @@ class CrashpointsFixture:
     seed: int | None
     base_dir: Path
     report: ExplorationReport | None = None
+    #: Hypothesis's statistics of the exploration, in its own words (None if it did not run).
+    statistics: str | None = None
 
     def settings(self) -> CrashSettings:
         """This test's settings: its marker over the session's options."""
@@ -140,10 +142,21 @@ class CrashpointsFixture:
         except CrashpointsError as exc:
             # A mistake in how the test is set up: one line that says what to do.
             pytest.fail(f"crashpoints: {self.nodeid}: {exc}", pytrace=False)
+        from hypothesis.statistics import collector, describe_statistics
+
+        def note_statistics(stats: Any) -> None:
+            stats["nodeid"] = self.nodeid
+            self.statistics = describe_statistics(stats)
+
         try:
-            report = explore(
-                scenario, settings, base_dir=self.base_dir, nodeid=self.nodeid, reference=reference
-            )
+            with collector.with_value(note_statistics):  # type: ignore[arg-type]
+                report = explore(
+                    scenario,
+                    settings,
+                    base_dir=self.base_dir,
+                    nodeid=self.nodeid,
+                    reference=reference,
+                )
         except CrashpointsError as exc:
             # The harness could not run the test as set up (e.g. a worker that cannot cross to
             # a spawned process): one line that says what to do, not the harness's traceback.
