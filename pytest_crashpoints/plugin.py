@@ -33,7 +33,7 @@ MARKER_HELP = (
     "crashpoints(points='ABCDEF', *, providers=(), mode=None, max_examples=None, "
     "max_faults=None, timeout=None, start_method='fork', strict_coverage=None, expect=()): "
     "run this test's worker under crash schedules: real SIGKILLs at the points, recovery, "
-    f"and the six invariants. See {DOCS_URL}reference.md#marker"
+    f"and the six invariants. See {DOCS_URL}reference.md#the-marker"
 )
 
 options_key = pytest.StashKey[SessionOptions]()

@@ -35,9 +35,26 @@ def version() -> str:
         return "unknown (not installed)"
 
 
+class _Help(argparse.HelpFormatter):
+    """argparse's help, but a URL in a description or epilog is never broken across lines."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import textwrap
+
+        return textwrap.fill(
+            " ".join(text.split()),
+            width,
+            initial_indent=indent,
+            subsequent_indent=indent,
+            break_on_hyphens=False,
+            break_long_words=False,
+        )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="crashpoints",
+        formatter_class=_Help,
         description=(
             "Prove that tool calls survive crashes: run crash suites as a deployment gate."
         ),
@@ -49,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     gate = sub.add_parser(
         "gate",
+        formatter_class=_Help,
         help="run the crash tests as a deployment gate",
         description=(
             "Run pytest with the crashpoints plugin over PATHS (strict coverage on), write the "
