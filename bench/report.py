@@ -106,6 +106,48 @@ def _profile(items: list[dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
+SESSION_COST = """\
+## What installing the plugin costs every pytest session
+
+Item 5 is the plugin module alone. Installing the package costs more: every installed package
+with a pytest plugin (a `pytest11` entry point) is loaded by every pytest session of its
+user, crash tests or not. Four virtual environments, each running one trivial test
+(`python -m bench.session_cost`: 30 rounds, the environments taking turns; CPU time is the
+session's user + system time, steadier than wall time on this shared 2-CPU machine; medians),
+measured 2026-11-30 with pytest 9.2.0, CPython 3.11.7. `before` is this package as it
+was, when it required pytest-xdist and respx:
+
+| environment | CPU | wall | modules | pytest plugins loaded |
+|---|---|---|---|---|
+| `bare`: pytest alone | 177 ms | 338 ms | 324 | none |
+| `base`: pytest and the plugin's dependencies | 377 ms | 777 ms | 484 | anyio, hypothesis |
+| `before`: the plugin, 0.1.0.dev0 | 499 ms | 1106 ms | 595 | those, crashpoints, respx, xdist |
+| `after`: the plugin now | 393 ms | 864 ms | 489 | those, crashpoints |
+
+Dropping pytest-xdist and respx from the requirements saves about 105 ms of CPU (a fifth)
+and 106 modules in every session: respx's plugin imported respx's router and models, xdist's
+its hooks and execnet. The plugin itself adds next to nothing to its dependencies (16 ms here,
+within the noise; item 5 puts its import at about 6 ms). What stays, about 200 ms of CPU over
+pytest alone, is two plugins the harness's dependencies bring: Hypothesis's (its terminal
+summary imports the whole of Hypothesis, about 130 ms) and anyio's, which comes with httpx
+(about 90 ms); each figure is the drop when that plugin is switched off with `-p
+no:hypothesispytest` or `-p no:anyio`, 15 runs, noisy. Both stay: Hypothesis draws and
+shrinks the schedules, and httpx is the harness's transport and the fake providers' request
+type. A project whose other tests use neither can put `-p no:anyio` in its `addopts`; crash
+tests do not need anyio's plugin (Hypothesis's shows their statistics).
+
+To measure it again (the package registry is needed to build the environments):
+
+```sh
+python -m build --wheel --outdir dist .         # this checkout's wheel
+for name in bare base after; do python -m venv /tmp/cost/$name; done
+/tmp/cost/bare/bin/pip install pytest
+/tmp/cost/base/bin/pip install pytest hypothesis httpx freezegun multiprocess
+/tmp/cost/after/bin/pip install dist/pytest_crashpoints-*.whl
+python -m bench.session_cost --rounds 30 /tmp/cost/bare /tmp/cost/base /tmp/cost/after
+```
+"""
+
 KNOWN_COSTS = """\
 ## Known costs
 
@@ -214,7 +256,7 @@ def render(results: dict[str, Any]) -> str:
         f"Goals met: {', '.join(met) or 'none'}. Missed: {', '.join(missed) or 'none'}."
         + (f" Not measured: {', '.join(other)}." if other else "")
     )
-    lines += ["", *_profile(items), MEASURED, KNOWN_COSTS]
+    lines += ["", *_profile(items), MEASURED, SESSION_COST, KNOWN_COSTS]
     return "\n".join(lines).rstrip() + "\n"
 
 
