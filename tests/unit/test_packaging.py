@@ -53,7 +53,7 @@ def test_installing_the_plugin_adds_no_pytest_plugin_the_harness_does_not_need()
         if "extra ==" not in line
     }
     # Each is loaded into every pytest session of every user: what the harness runs on.
-    assert hard == {"pytest", "hypothesis", "httpx", "freezegun", "multiprocess"}
+    assert hard == {"pytest", "hypothesis", "httpx", "time-machine", "multiprocess"}
     floor = next(r for r in requires("pytest-crashpoints") or [] if r.startswith("pytest>="))
     assert floor != "pytest>=8.1.0" and floor != "pytest>=8.1"  # 8.1.0 was yanked
 
