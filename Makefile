@@ -10,7 +10,8 @@ STAMP := $(VENV)/.installed
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): $(BIN)/python pyproject.toml
+# Reinstalled when the metadata changes: pyproject.toml, and the description it names.
+$(STAMP): $(BIN)/python pyproject.toml README.pypi.md
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
