@@ -126,21 +126,27 @@ def test_the_wheel_installed_alone_in_a_fresh_venv_runs_the_quickstart(tmp_path:
         f"crashpoints (pytest-crashpoints) {VERSION}\n"
     )
 
+    # The quickstart's first mailer and its failing test, and the fixed pair, side by side.
     first, fixed = _quickstart_files()
-    project = tmp_path / "project"
-    project.mkdir()
-    for name, code in first.items():
-        (project / name).write_text(code)
-    pytest_argv = [home / "bin" / "python", "-m", "pytest", "-p", "no:cacheprovider"]
-    failing = subprocess.run(
-        [*map(str, pytest_argv), "test_mailer.py", "--junitxml=junit.xml",
-         "--crashpoints-report=report.json"],
-        cwd=project, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    out = failing.stdout + failing.stderr
-    assert failing.returncode == 1, out
-    assert f"plugins: crashpoints-{VERSION}" in out
+    runs = {}
+    for label, files in (("first", first), ("fixed", fixed)):
+        folder = tmp_path / label
+        folder.mkdir()
+        for name, code in files.items():
+            (folder / name).write_text(code)
+        runs[label] = subprocess.Popen(
+            [str(home / "bin" / "python"), "-m", "pytest", "-p", "no:cacheprovider",
+             "test_mailer.py", "--junitxml=junit.xml", "--crashpoints-report=report.json"],
+            cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+    outputs = {label: run.communicate(timeout=300)[0] for label, run in runs.items()}
+    project = tmp_path / "first"
+    out = outputs["first"]
+    assert runs["first"].returncode == 1, out
+    assert re.search(rf"^plugins: .*\bcrashpoints-{re.escape(VERSION)}\b", out, re.MULTILINE), out
     assert "minimal schedule: deliver message 0, kill at B (hit 1)" in out
+    assert runs["fixed"].returncode == 0, outputs["fixed"]
+    assert re.search(r"1 crash test\(s\), \d+ case\(s\), seed \d+: 1 passed", outputs["fixed"])
     # The plugin that ran is the installed one, not this checkout's.
     where = _run(home / "bin" / "python", "-c", "import pytest_crashpoints as p; print(p.__file__)",
                  cwd=project, env=env)  # fmt: skip
@@ -162,12 +168,3 @@ def test_the_wheel_installed_alone_in_a_fresh_venv_runs_the_quickstart(tmp_path:
         cwd=project, env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert shown.returncode == 1 and f"replay: {test['failure']['replay_command']}" in shown.stdout
-
-    for name, code in fixed.items():
-        (project / name).write_text(code)
-    passing = subprocess.run(
-        [*map(str, pytest_argv), "test_mailer.py"],
-        cwd=project, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert passing.returncode == 0, passing.stdout + passing.stderr
-    assert re.search(r"1 crash test\(s\), \d+ case\(s\), seed \d+: 1 passed", passing.stdout)
