@@ -114,6 +114,49 @@ def _profile(items: list[dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
+SESSION_COST = """\
+## What installing the plugin costs every pytest session
+
+Item 5 is the plugin module alone. Installing the package costs more: every installed package
+with a pytest plugin (a `pytest11` entry point) is loaded by every pytest session of its
+user, crash tests or not. Four virtual environments, each running one trivial test
+(`python -m bench.session_cost`: 30 rounds, the environments taking turns; CPU time is the
+session's user + system time, steadier than wall time on this shared 2-CPU machine, whose
+load stood near 10 during the run; medians), measured 2026-11-30 with pytest 9.2.0, CPython
+3.11.7. `before` is this package as it was, when it required pytest-xdist and respx:
+
+| environment | CPU | wall | modules | pytest plugins loaded |
+|---|---|---|---|---|
+| `bare`: pytest alone | 179 ms | 645 ms | 324 | none |
+| `base`: pytest and the dependencies | 405 ms | 1406 ms | 486 | time-machine, anyio, hypothesis |
+| `before`: the plugin, 0.1.0.dev0 | 496 ms | 1564 ms | 598 | those, crashpoints, respx, xdist |
+| `after`: the plugin now | 390 ms | 1286 ms | 492 | those, crashpoints |
+
+Dropping pytest-xdist and respx from the requirements saves about 105 ms of CPU (a fifth)
+and 106 modules in every session: respx's plugin imported respx's router and models, xdist's
+its hooks and execnet. The plugin itself adds nothing measurable to its dependencies (item 5
+puts its import at about 6 ms). What stays, about 210 ms of CPU over pytest alone, is the
+plugins the harness's dependencies bring: Hypothesis's (its terminal summary imports the
+whole of Hypothesis, about 125 ms), anyio's, which comes with httpx (about 90 ms), and
+time-machine's (about 10 ms); each figure is the drop when that plugin is switched off (`-p
+no:hypothesispytest`, `-p no:anyio`, `-p no:time_machine`; 15 runs, noisy). All three stay:
+Hypothesis draws and shrinks the schedules, httpx is the harness's transport and the fake
+providers' request type, and time-machine pins each worker's clock. A project whose other
+tests do not use anyio can put `-p no:anyio` in its `addopts`: crash tests do not need its
+plugin.
+
+To measure it again (the package registry is needed to build the environments):
+
+```sh
+python -m build --wheel --outdir dist .         # this checkout's wheel
+for name in bare base after; do python -m venv /tmp/cost/$name; done
+/tmp/cost/bare/bin/pip install pytest
+/tmp/cost/base/bin/pip install pytest hypothesis httpx time-machine multiprocess
+/tmp/cost/after/bin/pip install dist/pytest_crashpoints-*.whl
+python -m bench.session_cost --rounds 30 /tmp/cost/bare /tmp/cost/base /tmp/cost/after
+```
+"""
+
 KNOWN_COSTS = """\
 ## Known costs
 
@@ -230,7 +273,7 @@ def render(results: dict[str, Any]) -> str:
         f"Goals met: {', '.join(met) or 'none'}. Missed: {', '.join(missed) or 'none'}."
         + (f" Not measured: {', '.join(other)}." if other else "")
     )
-    lines += ["", *_profile(items), MEASURED, KNOWN_COSTS]
+    lines += ["", *_profile(items), MEASURED, SESSION_COST, KNOWN_COSTS]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -196,15 +196,16 @@ class _Explorer:
                 failing.append(result)
                 raise _CaseFailed(result)
 
-        crash_schedule = hsettings(**options)(
-            given(schedules(space, max_faults=self.settings.max_faults))(crash_schedule)
+        test: Callable[[], None] = given(schedules(space, max_faults=self.settings.max_faults))(
+            crash_schedule
         )
-
-        test: Callable[[], None] = crash_schedule
-        if self.settings.seed is not None and not _hypothesis_seed_forced():
-            test = seed(self.settings.seed)(crash_schedule)
-        # One example-database entry per test, even with a seed (as hypothesis.find does):
-        # the failing schedule is replayed first next time.
+        if self.settings.seed is not None:
+            # Over --hypothesis-seed too: the seed in the report and the replay token is the
+            # one used (the plugin takes --hypothesis-seed as the seed when none is given).
+            test = seed(self.settings.seed)(test)
+        # Applied after seed(), which turns the example database off: the profile's database
+        # stays on, so a failing schedule is replayed first next time. One entry per test.
+        test = hsettings(**options)(test)
         key = hashlib.sha256(f"pytest-crashpoints:{self.nodeid}".encode()).digest()
         test._hypothesis_internal_database_key = key  # type: ignore[attr-defined]
         try:
@@ -235,12 +236,6 @@ class _CaseFailed(AssertionError):
     def __init__(self, result: CaseResult) -> None:
         super().__init__(f"schedule failed: {result.schedule}")
         self.result = result
-
-
-def _hypothesis_seed_forced() -> bool:
-    from hypothesis import core
-
-    return getattr(core, "global_force_seed", None) is not None
 
 
 def explore(

@@ -98,6 +98,8 @@ class CrashpointsFixture:
     report: ExplorationReport | None = None
     #: Invariants of your own from the ``pytest_crashpoints_invariants`` hook.
     hooked_invariants: tuple[Invariant, ...] = ()
+    #: Hypothesis's statistics of the exploration, in its own words (None if it did not run).
+    statistics: str | None = None
 
     def settings(self) -> CrashSettings:
         """This test's settings: its marker over the session's options."""
@@ -200,10 +202,21 @@ class CrashpointsFixture:
             # "from None": the one line, not the harness's exception chained to it.
             message = f"crashpoints: {self.nodeid}: {exc}"
             raise pytest.fail.Exception(message, pytrace=False) from None
+        from hypothesis.statistics import collector, describe_statistics
+
+        def note_statistics(stats: Any) -> None:
+            stats["nodeid"] = self.nodeid
+            self.statistics = describe_statistics(stats)
+
         try:
-            report = explore(
-                scenario, settings, base_dir=self.base_dir, nodeid=self.nodeid, reference=reference
-            )
+            with collector.with_value(note_statistics):  # type: ignore[arg-type]
+                report = explore(
+                    scenario,
+                    settings,
+                    base_dir=self.base_dir,
+                    nodeid=self.nodeid,
+                    reference=reference,
+                )
         except CrashpointsError as exc:
             # The harness could not run the test as set up (e.g. a worker that cannot cross to
             # a spawned process): one line that says what to do, not the harness's traceback.

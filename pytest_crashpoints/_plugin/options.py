@@ -18,7 +18,10 @@ from typing import Any
 
 import pytest
 
-__all__ = ["OPTIONS", "Option", "SessionOptions", "add_options", "read_options"]
+__all__ = ["DOCS_URL", "OPTIONS", "Option", "SessionOptions", "add_options", "read_options"]
+
+#: Where the user documentation lives, for help texts: an installed package has no docs/ folder.
+DOCS_URL = "https://github.com/pytest-crashpoints/pytest-crashpoints/blob/main/docs/"
 
 MODES = ("hypothesis", "exhaustive", "both")
 START_METHODS = ("fork", "spawn")
