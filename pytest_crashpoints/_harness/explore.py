@@ -8,10 +8,19 @@
    (and remembered in Hypothesis's example database).
 3. A failing schedule is run once more and the two fingerprints compared: a mismatch is
    reported as nondeterminism (of the harness or of the code under test), never hidden.
+
+Two engines run the cases (``CrashSettings.engine``). ``"processes"`` runs every schedule
+from scratch (``case.run_case``): a new world, every process real, every kill a real
+``SIGKILL``. ``"states"`` (the default, on Linux) constructs the crash states instead
+(``engine.StatesEngine``) and checks each distinct one once; a failure it finds is confirmed
+by running its schedule the processes way, and a disagreement between the two is reported
+as a harness bug, never hidden. ``"compare"`` runs every schedule both ways and fails the
+test on the first schedule where their verdicts or end states differ.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import itertools
@@ -23,6 +32,7 @@ from typing import Any, Literal
 from .._inject.failpoints import CRASH_POINTS
 from ..errors import CrashpointsError
 from .case import CaseResult, run_case
+from .engine import StatesEngine, states_supported
 from .evidence import ExpectedEffect
 from .report import ExplorationReport, Failure
 from .scenario import Scenario
@@ -40,6 +50,7 @@ from .token import decode_token, replay_token
 __all__ = ["CrashSettings", "explore"]
 
 Mode = Literal["hypothesis", "exhaustive", "both"]
+Engine = Literal["states", "processes", "compare"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +64,7 @@ class CrashSettings:
     seed: int | None = None
     strict_coverage: bool = False
     replay: str | None = None
+    engine: Engine = "states"
 
 
 def _replay_command(nodeid: str, token: str) -> str:
@@ -102,15 +114,31 @@ class _Explorer:
         #: The fault-free run's effects, the baseline of every later case.
         self.expected: tuple[ExpectedEffect, ...] | None = None
         self._serial = itertools.count(1)
+        #: The states engine, when the cases run on it.
+        self.engine: StatesEngine | None = None
 
     def run(self, schedule: Schedule) -> CaseResult:
-        result = run_case(
-            self.scenario,
-            schedule,
-            base_dir=self.base_dir,
-            name=f"case-{next(self._serial)}",
-            expected=self.expected,
-        )
+        if self.engine is not None:
+            result = self.engine.run(schedule, self.expected)
+            if self.settings.engine == "compare":
+                real = run_case(
+                    self.scenario,
+                    schedule,
+                    base_dir=self.base_dir,
+                    name=f"case-{next(self._serial)}",
+                    expected=self.expected,
+                )
+                disagreement = _disagreement(result, real)
+                if disagreement is not None:
+                    result = dataclasses.replace(real, errors=(*real.errors, disagreement))
+        else:
+            result = run_case(
+                self.scenario,
+                schedule,
+                base_dir=self.base_dir,
+                name=f"case-{next(self._serial)}",
+                expected=self.expected,
+            )
         self.report.count(result)
         if self.reference is not None:
             self.compare(result)
@@ -133,6 +161,17 @@ class _Explorer:
             )
 
     def fail(self, result: CaseResult) -> None:
+        disagreement = None
+        if self.engine is not None:
+            # Confirmed by a real kill: the schedule the processes way, in fresh processes.
+            found, result = result, run_case(
+                self.scenario,
+                result.schedule,
+                base_dir=self.base_dir,
+                name="confirm",
+                expected=self.expected,
+            )
+            disagreement = _disagreement(found, result)
         again = run_case(
             self.scenario,
             result.schedule,
@@ -147,7 +186,7 @@ class _Explorer:
             replay_command=_replay_command(self.nodeid, token),
             violations=tuple(str(v) for v in result.violations),
             invariants=tuple(sorted({v.invariant for v in result.violations})),
-            errors=result.errors,
+            errors=result.errors + ((disagreement,) if disagreement else ()),
             timeline=result.timeline,
             run_dir=None if result.run_dir is None else str(result.run_dir),
             fingerprint=result.fingerprint,
@@ -229,6 +268,30 @@ class _Explorer:
                 return
 
 
+def _verdict(result: CaseResult) -> tuple[bool, tuple[int, ...], str]:
+    invariants = tuple(sorted({v.invariant for v in result.violations}))
+    return result.passed, invariants, result.fingerprint
+
+
+def _disagreement(found: CaseResult, confirmed: CaseResult) -> str | None:
+    """What differs between the states engine's verdict and the real kill's, if anything."""
+    if _verdict(found) == _verdict(confirmed):
+        return None
+
+    def text(result: CaseResult) -> str:
+        passed, invariants, fingerprint = _verdict(result)
+        what = "passed" if passed else f"failed (invariants {list(invariants) or 'none'})"
+        errors = "".join(f"; error: {error.splitlines()[0]}" for error in result.errors[:3])
+        return f"{what}, end state {fingerprint[:12]}{errors}"
+
+    return (
+        "crashpoints harness bug: the states engine and a real kill disagree on this "
+        f"schedule: constructed crash state {text(found)}; real SIGKILL {text(confirmed)}. "
+        "The report above is the real kill's. Please report this; --crashpoints-engine="
+        "processes runs every schedule the real way meanwhile."
+    )
+
+
 class _CaseFailed(AssertionError):
     def __init__(self, result: CaseResult) -> None:
         super().__init__(f"schedule failed: {result.schedule}")
@@ -270,6 +333,17 @@ def _explore(
     reference: Scenario | None,
 ) -> ExplorationReport:
     explorer = _Explorer(scenario, settings, base_dir=base_dir, nodeid=nodeid, reference=reference)
+    with contextlib.ExitStack() as stack:
+        if settings.engine != "processes" and settings.replay is None and states_supported():
+            explorer.engine = stack.enter_context(
+                StatesEngine(scenario, base_dir=base_dir, name=f"states-{nodeid}")
+            )
+        return _run_explorer(explorer, scenario, settings)
+
+
+def _run_explorer(
+    explorer: _Explorer, scenario: Scenario, settings: CrashSettings
+) -> ExplorationReport:
     golden = explorer.golden()
     if golden is None:
         return explorer.report
