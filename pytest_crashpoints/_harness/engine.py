@@ -112,6 +112,8 @@ class _Recording:
 
     stops: list[_Stop]
     outcome: Outcome | None = None
+    #: Whether every fail point call was to stop (then every one must have been seen).
+    every_call: bool = False
 
     def crash(self, kill: KillAt) -> tuple[_Stop, Outcome] | None:
         """The crash state a kill at ``kill`` leaves, and the outcome the kill has; ``None``
@@ -122,6 +124,10 @@ class _Recording:
         if not isinstance(self.outcome, Completed | Raised):
             return None
         trace = self.outcome.hits
+        if self.every_call and [stop.trace_length for stop in self.stops] != list(
+            range(1, len(trace) + 1)
+        ):
+            return None  # a call was not stopped at: this recording cannot stand for a kill
         for index, stop in enumerate(self.stops):
             if stop.point != kill.point or stop.n != kill.hit:
                 continue
@@ -318,7 +324,7 @@ class StatesEngine:
     def _record(self, run: CaseRun, prefix: tuple[Step, ...], message: int) -> _Recording:
         """Deliver ``message`` from the node ``prefix`` (the run is there), stopping its worker
         at every fail point call; keep the node it ends in."""
-        recording = _Recording([])
+        recording = _Recording([], every_call=True)
         step = Deliver(message)
         self._recorder(run, recording, [Fault(EVERY_POINT, Stop(), hit=None)], _deliver_entry)
         run.clock.advance(1.0)

@@ -285,9 +285,11 @@ class Worker:
             if self.on_stop is not None:
                 self.on_stop(point, n, trace_length, deferred)
         finally:
-            for kill, target in ((os.killpg, self.pid), (os.kill, self.pid)):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    kill(target, signal.SIGCONT)
+            # One SIGCONT, to the group the worker leads: a second one could reach the worker
+            # after it stopped itself at its next fail point, and a SIGCONT discards a
+            # pending stop.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, signal.SIGCONT)
 
     def _drain(self) -> None:
         while self._conn is not None and self._conn.poll(0):
