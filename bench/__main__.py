@@ -31,6 +31,7 @@ ITEMS = {
     7: "scaling",
     6: "memory",
     2: "sweep",
+    8: "engines",
 }
 
 

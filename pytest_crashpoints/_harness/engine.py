@@ -192,6 +192,16 @@ class StatesEngine:
         run.observe("set-up")
         self._keep((), run)
 
+    def statistics(self) -> dict[str, int]:
+        """What the engine did: crash states checked (each a quiet phase and replay), cases
+        that shared a checked state, deliveries recorded, states kept."""
+        return {
+            "checked": self.checked,
+            "shared": self.shared,
+            "recorded": len(self.recordings),
+            "states": len(self.nodes),
+        }
+
     def close(self) -> None:
         self.world.close()
         self.reader.close()

@@ -116,6 +116,8 @@ class _Explorer:
         self._serial = itertools.count(1)
         #: The states engine, when the cases run on it.
         self.engine: StatesEngine | None = None
+        #: The first disagreement between the states engine and a real kill, if any.
+        self.disagreement: str | None = None
 
     def run(self, schedule: Schedule) -> CaseResult:
         if self.engine is not None:
@@ -128,8 +130,11 @@ class _Explorer:
                     name=f"case-{next(self._serial)}",
                     expected=self.expected,
                 )
+                # The real kill's result stands; a disagreement fails the case.
                 disagreement = _disagreement(result, real)
+                result = real
                 if disagreement is not None:
+                    self.disagreement = disagreement
                     result = dataclasses.replace(real, errors=(*real.errors, disagreement))
         else:
             result = run_case(
@@ -162,7 +167,7 @@ class _Explorer:
 
     def fail(self, result: CaseResult) -> None:
         disagreement = None
-        if self.engine is not None:
+        if self.engine is not None and self.settings.engine != "compare":
             # Confirmed by a real kill: the schedule the processes way, in fresh processes.
             found, result = result, run_case(
                 self.scenario,
@@ -172,6 +177,7 @@ class _Explorer:
                 expected=self.expected,
             )
             disagreement = _disagreement(found, result)
+        disagreement = disagreement or self.disagreement
         again = run_case(
             self.scenario,
             result.schedule,
@@ -186,12 +192,14 @@ class _Explorer:
             replay_command=_replay_command(self.nodeid, token),
             violations=tuple(str(v) for v in result.violations),
             invariants=tuple(sorted({v.invariant for v in result.violations})),
-            errors=result.errors + ((disagreement,) if disagreement else ()),
+            errors=result.errors
+            + ((disagreement,) if disagreement and disagreement not in result.errors else ()),
             timeline=result.timeline,
             run_dir=None if result.run_dir is None else str(result.run_dir),
             fingerprint=result.fingerprint,
             deterministic=again.fingerprint == result.fingerprint and again.passed == result.passed,
             rerun_fingerprint=again.fingerprint,
+            disagreement=disagreement,
         )
 
     def golden(self) -> CaseResult | None:
@@ -338,7 +346,11 @@ def _explore(
             explorer.engine = stack.enter_context(
                 StatesEngine(scenario, base_dir=base_dir, name=f"states-{nodeid}")
             )
-        return _run_explorer(explorer, scenario, settings)
+        report = _run_explorer(explorer, scenario, settings)
+        report.engine = {"name": "processes"}
+        if explorer.engine is not None:
+            report.engine = {"name": settings.engine, **explorer.engine.statistics()}
+        return report
 
 
 def _run_explorer(
