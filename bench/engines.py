@@ -125,13 +125,12 @@ def _email(engine: str, base: Path) -> dict[str, Any]:
 
 
 def _fault_free(base: Path, reps: int) -> dict[str, Any]:
-    from pytest_crashpoints._harness.engine import StatesEngine
-    from pytest_crashpoints._harness.steps import fork_server_for
+    from pytest_crashpoints.harness import StatesEngine, fork_server
 
     scenario = email_scenario()
     golden = Schedule((Deliver(0),))
     processes, states, setups, floors = [], [], [], []
-    with fork_server_for(scenario):
+    with fork_server([scenario.worker, scenario.recover, *scenario.messages]):
         run_case(scenario, golden, base_dir=base)  # first-use imports
         for _ in range(reps):
             floors.append(_floors.fork_kill_wait())
