@@ -36,6 +36,7 @@ For tools built on pytest-crashpoints and for tests that steer processes themsel
 from ._harness.authority_store import AuthorityChange, AuthorityStore
 from ._harness.case import CaseResult, run_case
 from ._harness.context import CaseEnv, Context, ProviderSpec
+from ._harness.engine import StatesEngine
 from ._harness.evidence import (
     Evidence,
     ExpectedEffect,
@@ -44,7 +45,6 @@ from ._harness.evidence import (
     ProviderRequest,
     RecoveryRerun,
 )
-from ._harness.engine import StatesEngine
 from ._harness.explore import CrashSettings, explore
 from ._harness.history import History
 from ._harness.invariants import INVARIANTS, Violation, check_all, unchecked
