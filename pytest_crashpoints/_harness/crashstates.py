@@ -49,22 +49,23 @@ class Blobs:
 
     def __init__(self) -> None:
         self._data: dict[str, bytes] = {}
+        #: Bytes held.
+        self.size = 0
 
-    def put(self, data: bytes) -> str:
+    def put(self, data: bytes, *, keep: bool = True) -> str:
+        """The digest of ``data``; ``keep``: hold it too."""
         digest = hashlib.blake2b(data, digest_size=16).hexdigest()
-        self._data.setdefault(digest, data)
+        if keep and digest not in self._data:
+            self._data[digest] = data
+            self.size += len(data)
         return digest
 
     def get(self, digest: str) -> bytes:
         return self._data[digest]
 
-    @property
-    def size(self) -> int:
-        """Bytes held."""
-        return sum(len(data) for data in self._data.values())
-
     def clear(self) -> None:
         self._data.clear()
+        self.size = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +112,9 @@ class RunDirReader:
         self.root = Path(root)
         self._open: dict[tuple[int, int], int] = {}
 
-    def capture(self, blobs: Blobs) -> DurableState:
+    def capture(self, blobs: Blobs, *, keep: bool = True) -> DurableState:
+        """The directory's state now; ``keep=False`` only names it (nothing is held, and it
+        cannot be restored)."""
         files: dict[str, str] = {}
         for relative, path in _walk(self.root):
             try:
@@ -128,7 +131,7 @@ class RunDirReader:
                 self._open[key] = fd
             size = os.fstat(fd).st_size
             data = os.pread(fd, size, 0) if size else b""
-            files[relative] = blobs.put(data)
+            files[relative] = blobs.put(data, keep=keep)
         return DurableState.of(files)
 
     def close(self) -> None:

@@ -65,6 +65,11 @@ def states_supported() -> bool:
 
     return sys.platform.startswith("linux")
 
+#: Past this many bytes of kept file contents, a test's engine keeps only the states most
+#: schedules start from (after a delivery; the fault-free run's recordings), and only names
+#: the others: a large agent's files must not fill the harness's memory.
+KEEP_BUDGET = 256 * 1024 * 1024
+
 #: The attributes of a ``CaseRun`` that are its world, not its record.
 _SHARED = frozenset({"world", "scenario", "env", "clock", "stand_in"})
 
@@ -328,7 +333,8 @@ class StatesEngine:
         run.clock.advance(1.0)
         run.execute(step)
         run.observe(str(step))
-        self._keep(steps[: index + 1], run)
+        if isinstance(step, Deliver) or self.blobs.size < KEEP_BUDGET:
+            self._keep(steps[: index + 1], run)
         return run
 
     def _record(self, run: CaseRun, prefix: tuple[Step, ...], message: int) -> _Recording:
@@ -352,7 +358,8 @@ class StatesEngine:
     def _conclude(
         self, run: CaseRun, schedule: Schedule, expected: Sequence[ExpectedEffect] | None
     ) -> CaseResult:
-        state = self.nodes[schedule.steps].state
+        node = self.nodes.get(schedule.steps)
+        state = node.state if node is not None else self.reader.capture(self.blobs, keep=False)
         key = (
             state.digest,
             run.step,
