@@ -185,6 +185,14 @@ class _Explorer:
             name="rerun",
             expected=self.expected,
         )
+        deterministic = again.fingerprint == result.fingerprint and again.passed == result.passed
+        if disagreement and not deterministic:
+            # Two real runs of the schedule differ: the agent (or the harness) depends on
+            # something the schedule does not fix, and the engines cannot be told apart by it.
+            # Reported as nondeterminism, the engines' difference kept in the errors.
+            if disagreement not in result.errors:
+                result = dataclasses.replace(result, errors=(*result.errors, disagreement))
+            disagreement = None
         token = replay_token(result.schedule, seed=self.settings.seed, nodeid=self.nodeid)
         self.report.failure = Failure(
             schedule=result.schedule,
@@ -197,7 +205,7 @@ class _Explorer:
             timeline=result.timeline,
             run_dir=None if result.run_dir is None else str(result.run_dir),
             fingerprint=result.fingerprint,
-            deterministic=again.fingerprint == result.fingerprint and again.passed == result.passed,
+            deterministic=deterministic,
             rerun_fingerprint=again.fingerprint,
             disagreement=disagreement,
         )
