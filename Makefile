@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-fast gate lint typecheck clean bench bound2 dist
+.PHONY: test test-fast gate lint typecheck clean bench bound2 dist equivalence
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,13 @@ gate: $(STAMP)
 # Every schedule of up to two faults on a two-call, two-provider message (five to ten minutes).
 bound2: $(STAMP)
 	$(BIN)/python -m scenarios.bound2
+
+# Every single-fault schedule of every bundled scenario and broken agent on both engines:
+# a schedule where the states engine and a real kill differ fails its test (about twice the
+# exhaustive sweep's time).
+equivalence: $(STAMP)
+	$(BIN)/python -m pytest -p crashpoints scenarios --crashpoints-mode=exhaustive \
+		--crashpoints-max-faults=1 --crashpoints-engine=compare -n auto -q -p no:randomly
 
 # Benchmarks: writes bench/results.json and the table in docs/performance.md.
 # BENCH_ARGS=--quick for a smoke run, BENCH_ARGS='--only 1,3' for some items.

@@ -31,6 +31,9 @@ class Failure:
     rerun_fingerprint: str
     #: What each invariant of your own among ``invariants`` says (its docstring's first line).
     titles: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: Where the states engine and a real kill disagreed on a schedule (a harness bug),
+    #: if they did.
+    disagreement: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -58,6 +61,9 @@ class ExplorationReport:
     differences: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     #: The checks the ledger view could not support (one line each).
     unchecked: list[str] = dataclasses.field(default_factory=list)
+    #: Which engine ran the cases and, for the states engine, how much it shared: crash
+    #: states checked (quiet phase and replay run), cases that shared one, recordings.
+    engine: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def unreached(self) -> list[str]:
@@ -97,6 +103,7 @@ class ExplorationReport:
             "unchecked": self.unchecked,
             "failure": None if self.failure is None else self.failure.to_json(),
             "differences": self.differences,
+            "engine": self.engine,
         }
 
     def count(self, result: CaseResult) -> None:
