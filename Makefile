@@ -31,7 +31,7 @@ test-fast: $(STAMP)
 gate: $(STAMP)
 	$(BIN)/crashpoints gate scenarios -- -n auto
 
-# Every schedule of up to two faults on a two-call, two-provider message (about five minutes).
+# Every schedule of up to two faults on a two-call, two-provider message (five to ten minutes).
 bound2: $(STAMP)
 	$(BIN)/python -m scenarios.bound2
 

@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from ._plugin.options import SessionOptions, add_options, read_options
 from ._plugin.report import REPORT_ATTR
+
+if TYPE_CHECKING:
+    from ._plugin.fixture import CrashpointsFixture
 
 MARKER_HELP = (
     "crashpoints(points='ABCDEF', *, providers=(), mode=None, max_examples=None, "
@@ -38,6 +41,12 @@ fixture_key = pytest.StashKey[Any]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from ._plugin import hooks
+
+    pluginmanager.add_hookspecs(hooks)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -100,7 +109,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 @pytest.fixture
-def crashpoints(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+def crashpoints(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[CrashpointsFixture]:
     """Run this test's worker under crash schedules: ``crashpoints.run(worker=..., ...)``."""
     from ._plugin.fixture import CrashpointsFixture
     from ._plugin.marker import CrashMarker
@@ -115,6 +124,11 @@ def crashpoints(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
         options=item.config.stash[options_key],
         seed=item.config.stash[seed_key],
         base_dir=tmp_path,
+        hooked_invariants=tuple(
+            check
+            for checks in item.ihook.pytest_crashpoints_invariants(item=item)
+            for check in checks or ()
+        ),
     )
     item.stash[fixture_key] = fixture
     yield fixture

@@ -1,5 +1,5 @@
 """Every schedule of up to two faults, on the charge-then-receipt message: the reference worker
-and recovery must pass all of them (1,146 schedules, about five minutes on two cores).
+and recovery must pass all of them (1,146 schedules, five to ten minutes on two cores).
 
 The gate draws 20 of them (``test_order_receipt.py``); this runs them all::
 
@@ -48,7 +48,7 @@ def main() -> int:
     print(
         f"bound 2, charge then receipt: {report.cases} schedule(s), all passed, "
         f"in {seconds:.0f} s; killed at {', '.join(sorted(report.killed))}; "
-        f"faults injected: {', '.join(sorted(report.reached))}"
+        f"points and faults reached: {', '.join(sorted(report.reached))}"
     )
     return 0
 

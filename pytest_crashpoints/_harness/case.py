@@ -28,7 +28,7 @@ from pathlib import Path
 from .context import CaseEnv
 from .evidence import Evidence, ExpectedEffect, ProviderRequest, RecoveryRerun
 from .history import History
-from .invariants import Violation, check_all, unchecked
+from .invariants import Violation, check_all, check_own, unchecked
 from .linking import stored_links
 from .quiet import QUIET_ROUNDS, QUIET_STEP, killed_recovery_diff, needs_recovery, quiet, snapshot
 from .scenario import Scenario
@@ -182,12 +182,8 @@ def _run(
             rerun=RecoveryRerun(ledger_changes, new_requests, killed_diff, killed_at),
             ledger_columns=getattr(view, "provides", None),
         )
-        violations = tuple(check_all(evidence))
-        return CaseResult(
-            schedule=schedule,
-            violations=violations,
-            errors=tuple(run.errors),
-            history=run.history,
+        evidence = dataclasses.replace(
+            evidence,
             timeline=run.history.timeline(
                 events=evidence.events,
                 requests=requests,
@@ -197,6 +193,23 @@ def _run(
                     for name in stored_links(a, evidence)
                 },
             ),
+        )
+        own, failed_checks = check_own(evidence, scenario.invariants)
+        violations = (*check_all(evidence), *own)
+        run.errors += failed_checks
+        if expected is None and not schedule.faults and not requests:
+            run.errors.append(
+                "the fault-free run made no request to any provider: no worker reached a tool "
+                "call, so no schedule can test one. Check that the worker calls the providers "
+                "of the marker (an async def worker's calls awaited, its tasks awaited) and "
+                "that each message reaches its work."
+            )
+        return CaseResult(
+            schedule=schedule,
+            violations=violations,
+            errors=tuple(run.errors),
+            history=run.history,
+            timeline=evidence.timeline,
             fingerprint=_digest(again),
             state=tuple(again),
             hits=dict(run.hits),

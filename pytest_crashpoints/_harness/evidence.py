@@ -11,6 +11,8 @@ that cannot read every column says which ones it reads (``ledger_columns``).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import Any
 
 from .._ledger.authority import Authority
 from .._ledger.records import Attempt, Event, QueueEntry
@@ -36,6 +38,8 @@ class ProviderRequest:
     or recovery run whose credential it presented, the message that process was delivering
     (``None`` for recovery), and the authority the credential was issued for. ``aliases``
     are the names the API gives what the request created or read (ids, numbers, URLs).
+
+    ``body`` is the object an effect created, as the provider stored it.
 
     ``operation_key`` (the idempotency key or correlation id the client sent), ``args_hash``
     (an arguments hash the client declared in its payload) and ``attempt_id`` (a header
@@ -64,6 +68,9 @@ class ProviderRequest:
     task_id: str | None = None
     authority: Authority | None = None
     aliases: tuple[str, ...] = ()
+    #: What an effect created, as the provider stored it (a charge with its amount, a
+    #: message with its text); ``None`` for a request that applied no effect.
+    body: Mapping[str, Any] | None = dataclasses.field(default=None, compare=False, hash=False)
 
     @property
     def logical_hash(self) -> str | None:
@@ -137,6 +144,12 @@ class RecoveryRerun:
 class Evidence:
     """Everything one case left behind.
 
+    The providers' ground truth is ``requests`` (and ``effects``, those that applied one);
+    the ledger, read through its view, is ``attempts``, ``events`` and the ``observations``
+    between steps; ``incidents`` are what the harness did to the case (kills);
+    ``authority_history`` every task's authority over time. An invariant of your own reads
+    any of them.
+
     ``expected_effects`` is ``None`` for the fault-free run itself (there is nothing to
     compare it with yet). ``ledger_columns`` are the seed names the ledger view reads
     (``None``: all of them).
@@ -151,6 +164,9 @@ class Evidence:
     incidents: tuple[Incident, ...] = ()
     rerun: RecoveryRerun | None = None
     ledger_columns: frozenset[str] | None = None
+    #: The case's timeline, as a failure report shows it (what the harness did, the ledger's
+    #: events and the providers' requests, in harness time).
+    timeline: str = ""
 
     @property
     def effects(self) -> tuple[ProviderRequest, ...]:

@@ -13,6 +13,7 @@ from .context import Context, ProviderSpec
 if TYPE_CHECKING:
     from .._ledger.views import LedgerView
     from .._process.handle import StartMethod
+    from .invariants import Invariant
 
 __all__ = ["Recovery", "Scenario", "WorkerFn"]
 
@@ -25,12 +26,19 @@ class Scenario:
     """What a crash test runs: a worker, its recovery, the messages, the providers.
 
     ``worker(message, ctx)`` handles one message in a worker process; ``recover(ctx)`` runs
-    recovery (``None``: the agent has none; the queue's redelivery of a dead worker's message is
+    recovery (either may be ``async def``: run to its end on an event loop in its process;
+    ``None``: the agent has none; the queue's redelivery of a dead worker's message is
     then all that finishes its work). Each message is a mapping with a ``task_id``;
     ``authorities`` gives each task its initial authority. ``ledger_view(ctx)`` reads the ledger
     the invariants are checked on (default: the reference ledger). ``transport_points`` are the
     points the crash transport fires (B and C); leave them empty when the worker marks B and C
-    itself (as the reference ``guarded_call`` does).
+    itself (as the reference ``guarded_call`` does). ``invariants`` are invariants of your own,
+    checked on every case after the six (see :data:`~.invariants.Invariant`).
+
+    Raises :class:`~pytest_crashpoints.errors.HarnessUsageError` for a worker or recovery that
+    is not a plain or coroutine function taking those arguments (a generator function, a
+    coroutine object) and for invariants that are not named callables of one argument, and
+    :class:`CrashpointsError` for a message without a task or a task without an authority.
     """
 
     worker: WorkerFn
@@ -42,8 +50,16 @@ class Scenario:
     transport_points: tuple[str, ...] = ()
     timeout: float = 30.0
     start_method: StartMethod = "fork"
+    invariants: tuple[Invariant, ...] = ()
 
     def __post_init__(self) -> None:
+        from .._process.calling import check_callable
+        from .invariants import check_invariants
+
+        check_callable(self.worker, role="worker", arguments=("message", "ctx"))
+        check_invariants(self.invariants)
+        if self.recover is not None:
+            check_callable(self.recover, role="recover", arguments=("ctx",))
         for index, message in enumerate(self.messages):
             task = message.get("task_id") if isinstance(message, Mapping) else None
             if not isinstance(task, str) or not task:

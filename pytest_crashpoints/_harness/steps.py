@@ -40,6 +40,10 @@ if TYPE_CHECKING:
 
 __all__ = ["CaseRun", "fork_server_for"]
 
+#: What a worker or recovery process raised when the harness was used in a way that keeps
+#: the code under test from running: reported as a harness error, never redelivered.
+USAGE_ERROR = "pytest_crashpoints.errors.HarnessUsageError"
+
 #: The ``Retry-After`` (harness seconds) of a 429 refusal.
 REFUSAL_RETRY_AFTER = 30.0
 
@@ -67,17 +71,21 @@ def _enter(env: CaseEnv, worker_id: str, task_id: str | None) -> Context:
 
 
 def _deliver_entry(worker: WorkerFn, env: CaseEnv, worker_id: str, message: Any) -> object:
+    from .._process.calling import call_to_completion
+
     ctx = _enter(env, worker_id, str(message["task_id"]))
     try:
-        return worker(message, ctx)
+        return call_to_completion(worker, (message, ctx), {}, role="worker")
     finally:
         ctx.close()
 
 
 def _recover_entry(recovery: Recovery, env: CaseEnv, worker_id: str) -> object:
+    from .._process.calling import call_to_completion
+
     ctx = _enter(env, worker_id, None)
     try:
-        return recovery(ctx)
+        return call_to_completion(recovery, (ctx,), {}, role="recovery")
     finally:
         ctx.close()
 
@@ -163,6 +171,12 @@ class CaseRun:
             self.kills.append(f"{outcome.point}#{outcome.hit}")
             self.incidents.append(Incident(now, text))
             self.history.add(self.step, now, "kill", text, point=outcome.point, hit=outcome.hit)
+        elif isinstance(outcome, Raised) and outcome.exc_type == USAGE_ERROR:
+            # The harness was used in a way that keeps the code from running (a coroutine
+            # never awaited, tasks left pending): the test must fail, not redeliver.
+            text = f"{who}: {outcome.message}"
+            self.errors.append(text)
+            self.history.add(self.step, now, "error", text)
         elif isinstance(outcome, Raised):
             text = f"{who} raised {outcome.exc_type}: {outcome.message}"
             self.history.add(self.step, now, "raised", text)
@@ -500,5 +514,6 @@ def fork_server_for(*scenarios: Scenario | None) -> Iterator[None]:
     keep: list[object] = []
     for scenario in forked:
         keep += [scenario.worker, scenario.recover, *scenario.messages]
+        keep += [spec.api for spec in scenario.providers if spec.api is not None]
     with serving(keep):
         yield

@@ -179,7 +179,9 @@ class World:
         }
         out = []
         for spec in self.env.providers:
-            for record in self.providers[spec.name].journal.requests():
+            journal = self.providers[spec.name].journal
+            bodies = {effect.request_id: effect.body for effect in journal.effects()}
+            for record in journal.requests():
                 process, authority = None, None
                 if record.label:
                     process, _, fingerprint = record.label.rpartition(".")
@@ -207,6 +209,7 @@ class World:
                         task_id=task,
                         authority=authority,
                         aliases=tuple(record.aliases),
+                        body=bodies.get(record.request_id) if record.effect_applied else None,
                     )
                 )
         return out

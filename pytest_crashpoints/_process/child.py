@@ -4,10 +4,10 @@ Its first acts: lead its own process group, die with its parent (``PR_SET_PDEATH
 become a child subreaper (orphans below it come to it, see ``orphans``), keep the harness's
 descriptors from its own children (close-on-exec, and closed in any process it forks), leave
 SIGINT to the parent, redirect its output to the log, pin wall time to the harness clock and
-arm the fault plan; then the callable runs, every process it left running is killed and
-named, and its end is reported over the pipe: returned (pickled value), raised (type,
-message, traceback text), or killed at a fail point (the record the fail point writes just
-before ``SIGKILL``).
+arm the fault plan; then the callable runs (a coroutine function on an event loop of its
+own, ``calling.py``), every process it left running is killed and named, and its end is
+reported over the pipe: returned (pickled value), raised (type, message, traceback text), or
+killed at a fail point (the record the fail point writes just before ``SIGKILL``).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 
 from .._inject import failpoints as _failpoints
 from .._inject.failpoints import Fault
+from .calling import call_to_completion
 from .clock import HarnessClock, pin_wall_time
 from .orphans import become_subreaper, end_children
 
@@ -106,7 +107,7 @@ def child_main(
     resync = None if clock_path is None else pin_wall_time(HarnessClock(clock_path))
     armed = _failpoints.install(faults, conn, on_hit=resync)
     try:
-        value = fn(*args, **kwargs)
+        value = call_to_completion(fn, args, kwargs)
     except BaseException as exc:
         _report_left_running(conn)
         injected_at = armed.injected_at if exc is armed.injected else None
