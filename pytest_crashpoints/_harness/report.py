@@ -31,6 +31,9 @@ class Failure:
     rerun_fingerprint: str
     #: What each invariant of your own among ``invariants`` says (its docstring's first line).
     titles: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: Where the states engine and a real kill disagreed on a schedule (a harness bug),
+    #: if they did.
+    disagreement: str | None = None
     #: The failing case as data (its timeline, ledger rows and violations with what they
     #: name): see ``record.case_record``.
     case: Mapping[str, Any] | None = None
@@ -83,6 +86,9 @@ class ExplorationReport:
     differences: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     #: The checks the ledger view could not support (one line each).
     unchecked: list[str] = dataclasses.field(default_factory=list)
+    #: Which engine ran the cases and, for the states engine, how much it shared: crash
+    #: states checked (quiet phase and replay run), cases that shared one, recordings.
+    engine: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: Every case run, in order (the fault-free one first).
     schedules: list[ScheduleRun] = dataclasses.field(default_factory=list)
     #: How many cases the exploration expects to run in all (an estimate: Hypothesis may
@@ -129,6 +135,7 @@ class ExplorationReport:
             "unchecked": self.unchecked,
             "failure": None if self.failure is None else self.failure.to_json(),
             "differences": self.differences,
+            "engine": self.engine,
             "schedules": [run.to_json() for run in self.schedules],
             "seconds": round(self.seconds, 3),
         }

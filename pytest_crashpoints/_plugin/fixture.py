@@ -99,6 +99,8 @@ class CrashpointsFixture:
     report: ExplorationReport | None = None
     #: Invariants of your own from the ``pytest_crashpoints_invariants`` hook.
     hooked_invariants: tuple[Invariant, ...] = ()
+    #: Hypothesis's statistics of the exploration, in its own words (None if it did not run).
+    statistics: str | None = None
     #: Where progress goes after each case (live lines, or an xdist worker's file); ``None``:
     #: nowhere.
     progress: Any = None
@@ -204,15 +206,22 @@ class CrashpointsFixture:
             # "from None": the one line, not the harness's exception chained to it.
             message = f"crashpoints: {self.nodeid}: {exc}"
             raise pytest.fail.Exception(message, pytrace=False) from None
+        from hypothesis.statistics import collector, describe_statistics
+
+        def note_statistics(stats: Any) -> None:
+            stats["nodeid"] = self.nodeid
+            self.statistics = describe_statistics(stats)
+
         try:
-            report = explore(
-                scenario,
-                settings,
-                base_dir=self.base_dir,
-                nodeid=self.nodeid,
-                reference=reference,
-                on_case=self._progress(),
-            )
+            with collector.with_value(note_statistics):  # type: ignore[arg-type]
+                report = explore(
+                    scenario,
+                    settings,
+                    base_dir=self.base_dir,
+                    nodeid=self.nodeid,
+                    reference=reference,
+                    on_case=self._progress(),
+                )
         except CrashpointsError as exc:
             # The harness could not run the test as set up (e.g. a worker that cannot cross to
             # a spawned process): one line that says what to do, not the harness's traceback.
@@ -223,6 +232,9 @@ class CrashpointsFixture:
             if self.progress is not None:
                 self.progress.finish(self.nodeid)
         self.report = report
+        if report.failure is not None and report.failure.disagreement is not None:
+            # A harness bug fails the test, whatever it expected.
+            pytest.fail(render_failure(report), pytrace=False)
         expected = self.marker.expect
         if expected:
             found = set(report.failure.invariants) if report.failure else set()

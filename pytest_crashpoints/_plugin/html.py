@@ -381,11 +381,17 @@ def _failure(tid: str, failure: Mapping[str, Any]) -> list[str]:
         lines += _timeline(tid, case)
         lines += _attempts(tid, case)
     else:
-        why = (
-            "This report was written by a release that kept the timeline as text only."
-            if failure.get("case") is None
-            else "The timeline's data in this report is damaged; here is its text."
-        )
+        recorded = failure.get("case")
+        version = recorded.get("version") if isinstance(recorded, Mapping) else None
+        if recorded is None:
+            why = "This report was written by a release that kept the timeline as text only."
+        elif isinstance(version, int) and version > 1:
+            why = (
+                f"This report keeps the timeline's data in a later format (version {version}) "
+                "than this release draws; here is its text."
+            )
+        else:
+            why = "The timeline's data in this report is damaged; here is its text."
         lines += [
             f'<h3 id="{tid}-timeline">Timeline</h3>',
             f"<p>{why}</p>",

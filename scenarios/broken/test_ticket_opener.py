@@ -3,8 +3,8 @@
 - PyGithub's default ``GithubRetry`` re-POSTs a create when GitHub's answer is lost (a 502
   from a gateway, a dropped connection): the worker is never killed, yet two issues open.
 - Check-then-act: the responder asks "is the issue open already?" and then opens it. A second
-  delivery of the incident while the first waits between its question and its create (at C,
-  the answer to the list) gets the same "no": two issues.
+  delivery of the incident while the first waits between its question and its create (at A,
+  which the harness places before the create) gets the same "no": two issues.
 
 Both are caught by invariant 1 from the tickets provider's own journal: the fault-free run
 opens one issue, these runs two. The fixed responder passes (``../test_ticket_opener.py``).

@@ -13,9 +13,10 @@ The info string of a fence says how:
   command.
 
 A ``text`` block after a test block (before the next Python block) shows that run's output:
-its lines starting with ``crashpoints: ``, ``minimal schedule: ``, ``invariant N (...): `` and
-``N crash test(s), N case(s)`` must be in the real output, in order (the seed and the text after
-an invariant's name may differ). Shell, console, YAML and Markdown blocks are not run.
+its lines starting with ``crashpoints: ``, ``minimal schedule: ``, ``invariant N (...): ``,
+``N crash test(s), N case(s)``, ``faults injected (cases): `` and ``NOT CHECKED in `` must be in
+the real output, in order, indented as shown (the seed and the text after an invariant's name
+may differ). Shell, console, YAML and Markdown blocks are not run.
 """
 
 from __future__ import annotations
@@ -123,14 +124,24 @@ def test_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
             exec(code, namespace)
 
 
+#: Lines of a shown output that the real output must hold exactly (but for escaping).
+SHOWN_AS_IS = (
+    "crashpoints: ",
+    "minimal schedule: ",
+    "faults injected (cases): ",
+    "NOT CHECKED in ",
+)
+
+
 def _expected_lines(output: str) -> list[str]:
     """The lines of a shown output that a real run must reproduce, as fnmatch patterns."""
     patterns = []
     for shown in output.splitlines():
         line = shown.strip()
-        indent = "*" if shown[:1].isspace() else ""  # as the summary indents it
+        # A line shown indented (a NOT CHECKED entry) must be indented so in the real output.
+        indent = shown[: len(shown) - len(shown.lstrip())]
         escaped = re.sub(r"([\[\]?*])", r"[\1]", line)
-        if line.startswith(("crashpoints: ", "minimal schedule: ")):
+        if line.startswith(SHOWN_AS_IS):
             patterns.append(escaped)
         elif re.match(r"invariant \d \(.*?\): ", line):
             head = re.match(r"invariant \d \(.*?\): ", line)

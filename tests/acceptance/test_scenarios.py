@@ -1,6 +1,11 @@
 """The bundled scenarios, run through the plugin: every deliberately broken agent is caught
 with the invariant its bug breaks, and the good invoice-email scenario passes.
 
+They run with ``--crashpoints-engine=compare``: every schedule on the states engine (crash
+states constructed from stopped workers) and again the processes way (fresh processes, a
+real SIGKILL at each point); any schedule where the two differ in verdict or end state fails
+the test as a harness bug. ``make equivalence`` does the same for every bundled scenario.
+
 Each scenario test runs in its own pytest subprocess with the plugin switched on (workers are
 forked and killed), so xdist spreads them over the cores.
 """
@@ -71,9 +76,13 @@ def _run(pytester: pytest.Pytester, nodeid: str) -> tuple[pytest.RunResult, dict
         "-o",
         f"cache_dir={pytester.path / '.cache'}",
         f"--crashpoints-report={report}",
+        "--crashpoints-engine=compare",
         nodeid,
     )
     (test,) = json.loads(report.read_text())["tests"]
+    errors = (test["failure"] or {}).get("errors", [])
+    assert not [e for e in errors if "harness bug" in e], errors
+    assert test["engine"]["name"] == "compare"
     return result, test
 
 

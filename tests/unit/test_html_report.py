@@ -125,6 +125,7 @@ SCHEDULES = [
 
 def document(**failure_changes: Any) -> dict[str, Any]:
     failure = {
+        "schedule": {"version": 1, "steps": [{"step": "Deliver", "message": 0}]},
         "schedule_text": "deliver message 0, kill at B (hit 1)",
         "violations": ["invariant 1 (...): message 0's mail.send happened twice at email"],
         "invariants": [1],
@@ -341,9 +342,15 @@ def test_a_report_without_the_data_shows_the_text_timeline(tmp_path: Path) -> No
     assert "kept the timeline as text only" in page
     assert "worker-1 was killed at B (hit 1)</pre>" in page
     assert "not in this report (written by an older release)" in page
+    later = document()
+    later["tests"][0]["failure"]["case"]["version"] = 2
+    assert "timeline's data in a later format (version 2)" in render(later, tmp_path)
+    # A damaged record: the report is refused (its schema), with one line.
     damaged = document()
     damaged["tests"][0]["failure"]["case"]["timeline"][1]["source"] = "elsewhere"
-    assert "timeline's data in this report is damaged" in render(damaged, tmp_path)
+    (tmp_path / "damaged.json").write_text(json.dumps(damaged))
+    assert main(["show", "--html", str(tmp_path / "damaged.json")]) == 2
+    assert not (tmp_path / "damaged.html").exists()
 
 
 @pytest.mark.parametrize(
