@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-fast gate lint typecheck clean bench bound2 dist equivalence
+.PHONY: test test-fast gate lint typecheck clean bench bound2 dist equivalence screenshot
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,8 +29,13 @@ test: lint typecheck
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest tests/unit
 
+# Writes crashpoints-report.json, -junit.xml, -summary.md and -report.html here.
 gate: $(STAMP)
 	$(BIN)/crashpoints gate scenarios -- -n auto
+
+# The HTML report's screenshot in the docs: a broken agent's failing case, in headless Chromium.
+screenshot: $(STAMP)
+	$(BIN)/python -m tests.browser docs/images/html-report.png
 
 # Every schedule of up to two faults on a two-call, two-provider message (five to ten minutes).
 bound2: $(STAMP)

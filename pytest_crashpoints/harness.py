@@ -26,9 +26,10 @@ For tools built on pytest-crashpoints and for tests that steer processes themsel
 - schedule spaces: every schedule up to a bound (:class:`Space`, :func:`enumerate_schedules`),
   one of each kind (:func:`covering_schedules`)
   or a Hypothesis strategy of them (:func:`schedules`);
-- what a case leaves behind (:class:`Evidence`, :class:`ProviderRequest`, :class:`History`) and
-  the invariants checked on it (:data:`INVARIANTS`, :func:`check_all`, :class:`Violation`),
-  and invariants of your own (:data:`Invariant`, :func:`check_own`);
+- what a case leaves behind (:class:`Evidence`, :class:`ProviderRequest`, :class:`History` and
+  its merged rows, :class:`TimelineRow`) and the invariants checked on it (:data:`INVARIANTS`,
+  :func:`check_all`, :class:`Violation`), and invariants of your own (:data:`Invariant`,
+  :func:`check_own`); each case an exploration ran (:class:`ScheduleRun`);
 - fail points without user code, installed inside a worker process: A, B and C at the wire of
   any Python HTTP client talking to a loopback server that writes preambles
   (:func:`install_wire_hooks`, :func:`encode_preamble`, :func:`decode_preamble`) and
@@ -50,9 +51,9 @@ from ._harness.evidence import (
     RecoveryRerun,
 )
 from ._harness.explore import CrashSettings, explore
-from ._harness.history import History
+from ._harness.history import History, TimelineRow
 from ._harness.invariants import INVARIANTS, Invariant, Violation, check_all, check_own, unchecked
-from ._harness.report import ExplorationReport, Failure, render_failure
+from ._harness.report import ExplorationReport, Failure, ScheduleRun, render_failure
 from ._harness.rundir import RunDir
 from ._harness.scenario import Scenario
 from ._harness.schedule import (
@@ -154,6 +155,7 @@ __all__ = [
     "RunDir",
     "Scenario",
     "Schedule",
+    "ScheduleRun",
     "SearchLag",
     "Space",
     "StartMethod",
@@ -161,6 +163,7 @@ __all__ = [
     "Step",
     "Stop",
     "TimedOut",
+    "TimelineRow",
     "Token",
     "Violation",
     "Worker",

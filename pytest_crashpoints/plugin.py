@@ -9,9 +9,12 @@ Kept thin and cheap to import: every pytest run of every user imports it, so the
   Without it, ``--hypothesis-seed`` seeds the crash schedules too: the seed shown is the seed
   used.
 - Each test's result travels on its report as JSON (so it comes back from xdist workers);
-  the terminal summary aggregates them, and ``--crashpoints-report PATH`` writes them. The
-  seed, cases, verdict, invariants broken and replay token also go to the JUnit XML, as
-  properties of the test (``record_property``'s mechanism).
+  the terminal summary aggregates them, ``--crashpoints-report PATH`` writes them and
+  ``--crashpoints-html PATH`` draws them. The seed, cases, verdict, invariants broken and
+  replay token also go to the JUnit XML, as properties of the test (``record_property``'s
+  mechanism).
+- On a terminal, a live line per running crash test shows its progress (under xdist the
+  workers pass it to the controller through files); ``-v`` lists each test's schedules.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import hashlib
 import json
 import random
 import re
+import sys
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,6 +49,9 @@ seed_key = pytest.StashKey[int]()
 seed_origin_key = pytest.StashKey[str]()
 marker_key = pytest.StashKey[Any]()
 fixture_key = pytest.StashKey[Any]()
+#: Where a running crash test reports its progress: the live lines of this process, or, in an
+#: xdist worker, the file the controller reads.
+progress_key = pytest.StashKey[Any]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -57,6 +64,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hooks)
 
 
+@pytest.hookimpl(trylast=True)  # after the terminal reporter, which the progress lines need
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
     options = read_options(config)
@@ -65,6 +73,59 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[seed_key] = _session_seed(config, options)
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistHooks(), "crashpoints-xdist")
+    _set_up_progress(config)
+    if config.get_verbosity() > 0 and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(_ScheduleListing(config), "crashpoints-listing")
+
+
+def _set_up_progress(config: pytest.Config) -> None:
+    """Live progress lines, only where someone watches: a terminal, not -q, not -s."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        folder = workerinput.get("crashpoints_progress")
+        if folder:
+            from ._plugin.progress import ProgressFile
+
+            worker = str(workerinput.get("workerid", "worker"))
+            config.stash[progress_key] = ProgressFile(
+                Path(folder) / f"{worker}.json", worker=worker
+            )
+        return
+    if (
+        config.get_verbosity() < 0
+        or config.getoption("capture", None) == "no"
+        or config.getini("log_cli")
+        or not config.pluginmanager.hasplugin("terminalreporter")
+    ):
+        return
+    from ._plugin.progress import LiveLines, Progress, terminal_out
+
+    try:
+        out = terminal_out(sys.stdout.fileno())
+    except (OSError, ValueError):  # a stdout with no file behind it (pytester in-process)
+        out = None
+    if out is None:
+        return
+    live = LiveLines(
+        out,
+        column=lambda: config.get_terminal_writer().width_of_current_line,
+        width=lambda: config.get_terminal_writer().fullwidth,
+    )
+    config.stash[progress_key] = Progress(live)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    _stop_progress(session.config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _stop_progress(config)
+
+
+def _stop_progress(config: pytest.Config) -> None:
+    progress = config.stash.get(progress_key, None)
+    if progress is not None and hasattr(progress, "stop"):
+        progress.stop()
 
 
 def _session_seed(config: pytest.Config, options: SessionOptions) -> int:
@@ -109,6 +170,29 @@ class _XdistHooks:
 
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput["crashpoints_seed"] = node.config.stash[seed_key]
+        progress = node.config.stash.get(progress_key, None)
+        if progress is not None and hasattr(progress, "follow_workers"):
+            folder = progress.follow_workers(node.config.get_terminal_writer())
+            if folder is not None:
+                node.workerinput["crashpoints_progress"] = str(folder)
+
+
+class _ScheduleListing:
+    """Under -v: after each crash test's result, the schedules it ran with their verdicts."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        raw = getattr(report, REPORT_ATTR, None)
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if report.when != "call" or not isinstance(raw, str) or reporter is None:
+            return
+        from ._plugin.summary import schedule_lines
+
+        for line in schedule_lines(json.loads(raw).get("schedules") or []):
+            reporter.write_line(f"    {line}")
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -156,6 +240,7 @@ def crashpoints(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cras
             for checks in item.ihook.pytest_crashpoints_invariants(item=item)
             for check in checks or ()
         ),
+        progress=item.config.stash.get(progress_key, None),
     )
     item.stash[fixture_key] = fixture
     yield fixture
@@ -190,22 +275,35 @@ def pytest_runtest_makereport(
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):
         return
-    from ._plugin.report import collect, write_report
+    from ._plugin.report import collect, report_document, write_report, write_text
 
     results = collect(terminalreporter)
     options = config.stash.get(options_key, None)
+    interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
     if options is not None and options.report:
         try:
             write_report(
                 Path(options.report),
                 results,
                 seed=config.stash[seed_key],
-                interrupted=exitstatus == pytest.ExitCode.INTERRUPTED,
+                interrupted=interrupted,
             )
         except OSError as exc:  # checked at start-up, but the disk may have changed since
             terminalreporter.write_line(
                 f"crashpoints: could not write the report to {options.report!r}: "
                 f"{exc.strerror or exc}; check --crashpoints-report.",
+                red=True,
+            )
+    if options is not None and options.html:
+        from ._plugin.html import render_html
+
+        document = report_document(results, seed=config.stash[seed_key], interrupted=interrupted)
+        try:
+            write_text(Path(options.html), render_html(document))
+        except OSError as exc:
+            terminalreporter.write_line(
+                f"crashpoints: could not write the HTML report to {options.html!r}: "
+                f"{exc.strerror or exc}; check --crashpoints-html.",
                 red=True,
             )
     if not results:

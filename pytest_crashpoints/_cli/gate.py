@@ -1,9 +1,9 @@
 """``crashpoints gate``: run the crash suites as a deployment gate.
 
 It runs pytest with the plugin over the crash suites (strict coverage on), then writes the
-JSON report, JUnit XML and a Markdown summary fit for a CI step summary (appended to
-``$GITHUB_STEP_SUMMARY`` when that is set), prints a summary table, and exits non-zero on any
-violation, unreached declared point or uncaught broken agent.
+JSON report, JUnit XML, a Markdown summary fit for a CI step summary (appended to
+``$GITHUB_STEP_SUMMARY`` when that is set) and the HTML report, prints a summary table, and
+exits non-zero on any violation, unreached declared point or uncaught broken agent.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ def gate(
     report: Path,
     junit: Path,
     markdown: Path,
+    html: Path | None = None,
     pytest_args: Sequence[str] = (),
     out: TextIO | None = None,
 ) -> int:
@@ -59,22 +60,32 @@ def gate(
                 *paths,
             ]
         )
-        return _conclude(run, paths, report, junit, markdown, new_report, new_junit, out)
+        reports = _Reports(report, junit, markdown, html)
+        return _conclude(run, paths, reports, new_report, new_junit, out)
     finally:
         new_report.unlink(missing_ok=True)
         new_junit.unlink(missing_ok=True)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Reports:
+    """Where the gate's reports go (``html``: ``None`` for none)."""
+
+    report: Path
+    junit: Path
+    markdown: Path
+    html: Path | None
+
+
 def _conclude(
     run: PytestRun,
     paths: Sequence[str],
-    report: Path,
-    junit: Path,
-    markdown: Path,
+    reports: _Reports,
     new_report: Path,
     new_junit: Path,
     out: TextIO,
 ) -> int:
+    report, junit, markdown = reports.report, reports.junit, reports.markdown
     status = run.status
     if run.signal is not None and run.signal != signal.SIGINT:
         print(
@@ -116,13 +127,20 @@ def _conclude(
     if new_junit.is_file():
         new_junit.replace(junit)
     write_atomically(markdown, text)
+    if reports.html is not None:
+        from .._plugin.html import render_html
+
+        write_atomically(reports.html, render_html(document))
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if step_summary:
         with open(step_summary, "a", encoding="utf-8") as handle:
             handle.write(text)
     print("", file=out)
     print(render_table(document), file=out)
-    print(f"report: {report}  junit: {junit}  summary: {markdown}", file=out)
+    written = f"report: {report}  junit: {junit}  summary: {markdown}"
+    if reports.html is not None:
+        written += f"  html: {reports.html}"
+    print(written, file=out)
     if interrupted:
         print(
             f"crashpoints gate: interrupted (pytest exit {status}); the reports hold the "

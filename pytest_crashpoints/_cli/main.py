@@ -4,7 +4,8 @@ Subcommands:
 
 - ``crashpoints gate [PATHS...] [-- PYTEST ARGS]``: run the crash suites as a deployment gate.
 - ``crashpoints replay TOKEN``: run the one schedule of a failure report against its test.
-- ``crashpoints show REPORT.json``: the timeline and evidence of each failure in a report.
+- ``crashpoints show REPORT.json``: the timeline and evidence of each failure in a report;
+  ``--schedules TEST``: the schedules a test ran; ``--html -o PATH``: the HTML report.
 - ``crashpoints queue [--json] LEDGER``: the operator's view of a reference ledger: every
   in-flight, UNKNOWN and MANUAL_REVIEW attempt. Exit 0 when the queue is empty, 1 when there is
   work left, 2 on an error (one line on stderr).
@@ -70,7 +71,8 @@ def _parser() -> argparse.ArgumentParser:
         help="run the crash tests as a deployment gate",
         description=(
             "Run pytest with the crashpoints plugin over PATHS (strict coverage on), write the "
-            "JSON report, JUnit XML and a Markdown summary, and exit non-zero on any "
+            "JSON report, JUnit XML, a Markdown summary and the HTML report, and exit non-zero "
+            "on any "
             "violation, declared point never reached, or deliberately broken agent not "
             "caught. Arguments after -- go to pytest (e.g. -- -n 2)."
         ),
@@ -89,6 +91,9 @@ def _parser() -> argparse.ArgumentParser:
     gate.add_argument(
         "--markdown", default="crashpoints-summary.md", help="Markdown summary (%(default)s)"
     )
+    gate.add_argument(
+        "--html", default="crashpoints-report.html", help="HTML report (%(default)s)"
+    )
     replay = sub.add_parser(
         "replay",
         help="run exactly the schedule of a replay token against its test",
@@ -98,9 +103,27 @@ def _parser() -> argparse.ArgumentParser:
     show = sub.add_parser(
         "show",
         help="print the timeline and evidence of each failure in a JSON report",
-        description="Exit 0 when the report has no failed test, 1 when it has, 2 on an error.",
+        description=(
+            "Print the failures of a report (exit 0 when no test failed, 1 when one did); "
+            "with --schedules TEST, the schedules that test ran; with --html, write the HTML "
+            "report instead (exit 0). Exit 2 on an error."
+        ),
     )
     show.add_argument("report", metavar="REPORT.json", help="a --crashpoints-report file")
+    show.add_argument(
+        "--schedules",
+        metavar="TEST",
+        help="list the schedules TEST ran (its node id, or a part of it naming one test)",
+    )
+    show.add_argument(
+        "--html", action="store_true", help="write the HTML report (see -o) instead of printing"
+    )
+    show.add_argument(
+        "-o",
+        "--output",
+        metavar="PATH",
+        help="where --html writes (default: REPORT with the suffix .html)",
+    )
     queue = sub.add_parser(
         "queue",
         help="list the in-flight, UNKNOWN and MANUAL_REVIEW attempts of a ledger",
@@ -140,6 +163,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "show":
         from .show import show
 
+        if args.output and not args.html:
+            parser.error("-o/--output goes with --html")
+        if args.html and args.schedules:
+            parser.error("--html and --schedules do not go together")
+        if args.html:
+            from .show import show_html
+
+            report_path = Path(args.report)
+            output = Path(args.output) if args.output else report_path.with_suffix(".html")
+            return show_html(report_path, output)
+        if args.schedules is not None:
+            from .show import show_schedules
+
+            return show_schedules(Path(args.report), args.schedules)
         return show(Path(args.report))
     from .gate import gate
 
@@ -148,6 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         report=Path(args.report),
         junit=Path(args.junit),
         markdown=Path(args.markdown),
+        html=Path(args.html) if args.html else None,
         pytest_args=extra,
     )
 

@@ -24,16 +24,17 @@ import difflib
 import hashlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from .._ledger.records import Attempt, Event
 from .authority_store import AuthorityChange
 from .context import CaseEnv
 from .evidence import Evidence, ExpectedEffect, ProviderRequest, RecoveryRerun
-from .history import History
+from .history import History, render_timeline
 from .invariants import Violation, check_all, check_own, unchecked
 from .linking import stored_links
 from .quiet import QUIET_ROUNDS, QUIET_STEP, killed_recovery_diff, needs_recovery, quiet, snapshot
+from .record import case_record
 from .scenario import Scenario
 from .schedule import Schedule
 from .steps import CaseRun, fork_server_for
@@ -68,6 +69,9 @@ class CaseResult:
     outcomes: tuple[str, ...] = ()
     #: The checks the ledger view could not support (see ``invariants.unchecked``).
     unchecked: tuple[str, ...] = ()
+    #: A failing case as data (``record.case_record``): its merged timeline, ledger rows and
+    #: violations with what they name; ``None`` when the case passed.
+    record: Mapping[str, Any] | None = None
 
     @property
     def passed(self) -> bool:
@@ -259,16 +263,12 @@ def verdict(
         rerun=ending.rerun,
         ledger_columns=ending.ledger_columns,
     )
-    evidence = dataclasses.replace(
-        evidence,
-        timeline=run.history.timeline(
-            events=evidence.events,
-            requests=evidence.requests,
-            keys={
-                name: a.attempt_id for a in evidence.attempts for name in stored_links(a, evidence)
-            },
-        ),
+    rows = run.history.merge(
+        events=evidence.events,
+        requests=evidence.requests,
+        keys={name: a.attempt_id for a in evidence.attempts for name in stored_links(a, evidence)},
     )
+    evidence = dataclasses.replace(evidence, timeline=render_timeline(rows))
     own, failed_checks = check_own(evidence, run.scenario.invariants)
     violations = (*check_all(evidence), *own)
     run.errors += failed_checks
@@ -279,6 +279,9 @@ def verdict(
             "of the marker (an async def worker's calls awaited, its tasks awaited) and "
             "that each message reaches its work."
         )
+    record = None
+    if violations or run.errors:
+        record = case_record(rows, evidence.attempts, violations)
     return CaseResult(
         schedule=schedule,
         violations=violations,
@@ -298,4 +301,5 @@ def verdict(
         delivery_own_a=run.delivery_own_a,
         outcomes=_outcomes(evidence),
         unchecked=tuple(unchecked(evidence.ledger_columns)),
+        record=record,
     )

@@ -25,6 +25,7 @@ import dataclasses
 import hashlib
 import itertools
 import shlex
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Literal
@@ -101,8 +102,10 @@ class _Explorer:
         base_dir: Path,
         nodeid: str,
         reference: Scenario | None = None,
+        on_case: Callable[[ExplorationReport], None] | None = None,
     ) -> None:
         self.scenario = scenario
+        self.on_case = on_case
         self.reference = reference
         self.settings = settings
         self.base_dir = base_dir
@@ -118,7 +121,8 @@ class _Explorer:
         #: The first disagreement between the states engine and a real kill, if any.
         self.disagreement: str | None = None
 
-    def run(self, schedule: Schedule) -> CaseResult:
+    def run(self, schedule: Schedule, phase: str) -> CaseResult:
+        started = time.monotonic()
         if self.engine is not None:
             result = self.engine.run(schedule, self.expected)
             if self.settings.engine == "compare":
@@ -143,10 +147,18 @@ class _Explorer:
                 name=f"case-{next(self._serial)}",
                 expected=self.expected,
             )
-        self.report.count(result)
+        self.report.count(result, phase=phase, seconds=time.monotonic() - started)
         if self.reference is not None:
             self.compare(result)
+        if self.on_case is not None:
+            self.on_case(self.report)
         return result
+
+    def plan(self, more: int) -> None:
+        """Expect ``more`` cases after those run so far (and say so to ``on_case``)."""
+        self.report.planned = self.report.cases + more
+        if self.on_case is not None:
+            self.on_case(self.report)
 
     def compare(self, result: CaseResult) -> None:
         """Run the reference worker under the same schedule; record where the ends differ."""
@@ -210,11 +222,12 @@ class _Explorer:
             deterministic=deterministic,
             rerun_fingerprint=again.fingerprint,
             disagreement=disagreement,
+            case=result.record,
         )
 
     def golden(self) -> CaseResult | None:
         base = Schedule(tuple(Deliver(i) for i in range(len(self.scenario.messages))))
-        result = self.run(base)
+        result = self.run(base, "fault-free")
         if not result.passed:
             self.fail(result)
             return None
@@ -223,10 +236,15 @@ class _Explorer:
         return result
 
     def exhaustive(self, space: Space) -> None:
-        for schedule in enumerate_schedules(space, max_faults=self.settings.max_faults):
-            if not schedule.faults:
-                continue  # the fault-free run already passed
-            result = self.run(schedule)
+        # The fault-free run already passed.
+        todo = [
+            schedule
+            for schedule in enumerate_schedules(space, max_faults=self.settings.max_faults)
+            if schedule.faults
+        ]
+        self.plan(len(todo))
+        for schedule in todo:
+            result = self.run(schedule, "exhaustive")
             if not result.passed:
                 self.fail(result)
                 return
@@ -244,9 +262,10 @@ class _Explorer:
         }
         if self.settings.max_examples is not None:
             options["max_examples"] = self.settings.max_examples
+        self.plan(options.get("max_examples", hsettings().max_examples))
 
         def crash_schedule(schedule: Schedule) -> None:
-            result = self.run(schedule)
+            result = self.run(schedule, "hypothesis")
             if not result.passed:
                 failing.append(result)
                 raise _CaseFailed(result)
@@ -276,12 +295,15 @@ class _Explorer:
 
     def top_up(self, space: Space) -> None:
         """Run one schedule for each kind of fault whose point no case reached yet."""
-        for point, schedule in covering_schedules(space):
+        covering = list(covering_schedules(space))
+        self.plan(len(covering))
+        for point, schedule in covering:
             kinds = COVERAGE_KINDS
             exercised = self.report.reached if point in kinds else self.report.killed
             if exercised.get(point):
+                self.plan(self.report.planned - self.report.cases - 1)
                 continue
-            result = self.run(schedule)
+            result = self.run(schedule, "coverage")
             if not result.passed:
                 self.fail(result)
                 return
@@ -324,6 +346,7 @@ def explore(
     base_dir: Path,
     nodeid: str,
     reference: Scenario | None = None,
+    on_case: Callable[[ExplorationReport], None] | None = None,
 ) -> ExplorationReport:
     """Explore crash schedules of ``scenario`` as ``settings`` say; return the report.
 
@@ -331,21 +354,34 @@ def explore(
     schedule also runs on the reference, and the report lists where the final outcomes
     differ: a difference is information, not a violation (parking an ambiguous send in
     MANUAL_REVIEW where the reference confirms it can both be correct). Every worker of
-    the exploration is forked from one fork server.
+    the exploration is forked from one fork server. ``on_case(report)`` is called after each
+    case with the report so far (``cases``, ``planned``, ``reached``, ``schedules``): live
+    progress.
     """
-    with fork_server_for(scenario, reference):
-        return _explore(scenario, settings, base_dir=base_dir, nodeid=nodeid, reference=reference)
+    started = time.monotonic()
+    explorer = _Explorer(
+        scenario,
+        settings,
+        base_dir=base_dir,
+        nodeid=nodeid,
+        reference=reference,
+        on_case=on_case,
+    )
+    try:
+        with fork_server_for(scenario, reference):
+            return _explore(explorer, scenario, settings, base_dir=base_dir, nodeid=nodeid)
+    finally:
+        explorer.report.seconds = time.monotonic() - started
 
 
 def _explore(
+    explorer: _Explorer,
     scenario: Scenario,
     settings: CrashSettings,
     *,
     base_dir: Path,
     nodeid: str,
-    reference: Scenario | None,
 ) -> ExplorationReport:
-    explorer = _Explorer(scenario, settings, base_dir=base_dir, nodeid=nodeid, reference=reference)
     with contextlib.ExitStack() as stack:
         if settings.engine != "processes" and settings.replay is None and states_supported():
             explorer.engine = stack.enter_context(
@@ -361,12 +397,14 @@ def _explore(
 def _run_explorer(
     explorer: _Explorer, scenario: Scenario, settings: CrashSettings
 ) -> ExplorationReport:
+    explorer.plan(1)
     golden = explorer.golden()
     if golden is None:
         return explorer.report
     if settings.replay is not None:
         schedule, _seed = decode_token(settings.replay)
-        result = explorer.run(schedule)
+        explorer.plan(1)
+        result = explorer.run(schedule, "replay")
         if not result.passed:
             explorer.fail(result)
         return explorer.report

@@ -2,8 +2,14 @@
 
 The harness records what it did (deliveries, worker starts and ends, kills, authority changes,
 fault switches, clock moves, recovery runs); the ledger's event log and the providers'
-journals add what the code under test did. :meth:`History.timeline` merges the three into one
-readable text timeline; :meth:`History.to_json` serializes the harness's part (versioned).
+journals add what the code under test did. :meth:`History.merge` puts the three in one order
+(:class:`TimelineRow`, what the HTML report draws); :meth:`History.timeline` is the same order
+as readable text; :meth:`History.to_json` serializes the harness's part (versioned).
+
+An entry's ``data`` says what its text says, for readers that draw it: ``process`` (the
+process it is about), ``processes`` (both processes of a double delivery or a recovery race),
+``paused`` and ``pause_at`` (the process that waits at a gate, and where), ``point`` and
+``hit`` (where a kill took effect), ``message`` (the message delivered).
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from typing import Any
 from .._ledger.records import Event
 from .evidence import ProviderRequest
 
-__all__ = ["HISTORY_VERSION", "Entry", "History"]
+__all__ = ["HISTORY_VERSION", "Entry", "History", "TimelineRow", "render_timeline"]
 
 HISTORY_VERSION = 1
 
@@ -57,14 +63,14 @@ class History:
             )
         return cls([Entry(**entry) for entry in data["entries"]])
 
-    def timeline(
+    def merge(
         self,
         *,
         events: Sequence[Event] = (),
         requests: Iterable[ProviderRequest] = (),
         keys: Mapping[str, str] | None = None,
-    ) -> str:
-        """The harness entries, ledger transitions and provider requests, merged by time.
+    ) -> list[TimelineRow]:
+        """The harness entries, ledger transitions and provider requests, in one order.
 
         Within one harness second the three sources have no common clock, so the order is
         reconstructed: what the harness did before a process (a delivery, a recovery start)
@@ -73,43 +79,82 @@ class History:
         stored, its idempotency key, request id or result, to its attempt id); then how the
         process ended.
         """
-        rows: list[tuple[float, int, float, str]] = []
+        rows: list[tuple[float, int, float, TimelineRow]] = []
         for seq, entry in enumerate(self.entries):
             rank = 2 if entry.kind in _ENDINGS else 0
-            rows.append((entry.at, rank, seq, f"[{entry.step:>2}] {entry.kind:<10} {entry.text}"))
+            rows.append((entry.at, rank, seq, TimelineRow(entry.at, entry=entry)))
         anchors: dict[str, list[tuple[float, int]]] = {}
         for index, event in enumerate(events):
-            before = event.from_state.value if event.from_state else "(new)"
-            rows.append(
-                (
-                    event.at,
-                    1,
-                    index,
-                    f"     ledger     {event.attempt_id}: {before} -> {event.to_state.value} "
-                    f"by {event.actor} ({event.reason})",
-                )
-            )
+            rows.append((event.at, 1, index, TimelineRow(event.at, event=event)))
             if event.to_state.value in ("DISPATCHED", "UNKNOWN"):
                 anchors.setdefault(event.attempt_id, []).append((event.at, index))
         keys = keys or {}
         for seq, request in enumerate(requests):
-            effect = "EFFECT" if request.effect_applied else "no effect"
             attempt = request.attempt_id or next(
                 (keys[name] for name in sorted(request.identifiers) if name in keys), None
             )
             placed = [i for at, i in anchors.get(attempt or "", []) if at <= request.at]
             order = placed[-1] + 0.5 + seq * 1e-6 if placed else len(events) + seq
-            rows.append(
-                (
-                    request.at,
-                    1,
-                    order,
-                    f"     {request.provider:<10} {request.request_id} {request.kind} "
-                    f"key={request.operation_key} status={request.status} {effect}",
-                )
-            )
+            row = TimelineRow(request.at, request=request, attempt_id=attempt)
+            rows.append((request.at, 1, order, row))
         rows.sort(key=lambda row: (row[0], row[1], row[2]))
-        return "\n".join(f"t={at:>7g}s {text}" for at, _, _, text in rows)
+        return [row for *_, row in rows]
+
+    def timeline(
+        self,
+        *,
+        events: Sequence[Event] = (),
+        requests: Iterable[ProviderRequest] = (),
+        keys: Mapping[str, str] | None = None,
+    ) -> str:
+        """The merged order (:meth:`merge`) as readable text, one line per row."""
+        rows = self.merge(events=events, requests=requests, keys=keys)
+        return render_timeline(rows)
+
+
+@dataclasses.dataclass(frozen=True)
+class TimelineRow:
+    """One row of the merged timeline: exactly one of a harness ``entry``, a ledger ``event``
+    or a provider ``request`` (with ``attempt_id``, the ledger attempt it is tied to, if
+    any)."""
+
+    at: float
+    entry: Entry | None = None
+    event: Event | None = None
+    request: ProviderRequest | None = None
+    attempt_id: str | None = None
+
+    @property
+    def source(self) -> str:
+        """``harness``, ``ledger`` or ``journal``."""
+        if self.entry is not None:
+            return "harness"
+        return "ledger" if self.event is not None else "journal"
+
+    @property
+    def text(self) -> str:
+        """The row as the text timeline shows it, without its time."""
+        if self.entry is not None:
+            return f"[{self.entry.step:>2}] {self.entry.kind:<10} {self.entry.text}"
+        if self.event is not None:
+            event = self.event
+            before = event.from_state.value if event.from_state else "(new)"
+            return (
+                f"     ledger     {event.attempt_id}: {before} -> {event.to_state.value} "
+                f"by {event.actor} ({event.reason})"
+            )
+        request = self.request
+        assert request is not None
+        effect = "EFFECT" if request.effect_applied else "no effect"
+        return (
+            f"     {request.provider:<10} {request.request_id} {request.kind} "
+            f"key={request.operation_key} status={request.status} {effect}"
+        )
+
+
+def render_timeline(rows: Iterable[TimelineRow]) -> str:
+    """The text timeline: one line per row, with its harness time."""
+    return "\n".join(f"t={row.at:>7g}s {row.text}" for row in rows)
 
 
 #: Harness entries that come after what the processes of their second did: how a process

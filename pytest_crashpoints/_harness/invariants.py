@@ -55,7 +55,9 @@ class Violation:
     ``invariant`` is the number of one of the six, or the name of an invariant of your own
     (its function's name); ``title`` is the one line an invariant of your own says of itself
     (its docstring's first line). ``evidence`` lines are shown under the message, as the
-    six show journal entries and ledger rows.
+    six show journal entries and ledger rows. ``requests`` names, as ``(provider,
+    request_id)``, the journal entries the check found the violation in (for invariant 1, the
+    effect and its repeat), so a report can point at exactly what the check used.
     """
 
     invariant: int | str
@@ -63,6 +65,7 @@ class Violation:
     message: str = ""
     evidence: tuple[str, ...] = ()
     title: str = ""
+    requests: tuple[tuple[str, str], ...] = ()
 
     @property
     def says(self) -> str:
@@ -116,6 +119,10 @@ def _entry(request: ProviderRequest) -> str:
         f"payload={_short(request.payload_hash)} tenant={request.tenant_id} "
         f"scope='{format_scope(request.scope)}' status={request.status} {applied}"
     )
+
+
+def _refs(requests: Iterable[ProviderRequest]) -> tuple[tuple[str, str], ...]:
+    return tuple((r.provider, r.request_id) for r in requests)
 
 
 def _incidents_between(evidence: Evidence, start: float, end: float) -> list[str]:
@@ -194,6 +201,7 @@ def check_no_duplicate_effects(evidence: Evidence) -> list[Violation]:
                 f"{second.request_id} at {_t(second.at)} by {second.sender}; "
                 f"{first.provider}: {why}{_story(evidence, first, second)}.",
                 tuple(_entry(r) for r in pair) + tuple(_row(a) for a in rows),
+                requests=_refs(pair),
             )
         )
     return violations
@@ -216,6 +224,7 @@ def check_outcomes_agree(evidence: Evidence) -> list[Violation]:
                     f"{_describe(attempt)} ended {attempt.state.value} after the quiet phase, "
                     f"not CONFIRMED, FAILED or MANUAL_REVIEW (owner {attempt.owner}).",
                     (_row(attempt), *map(_entry, effects)),
+                    requests=_refs(effects),
                 )
             )
         elif not linkable:
@@ -232,6 +241,7 @@ def check_outcomes_agree(evidence: Evidence) -> list[Violation]:
                         f"({', '.join(sorted(_links(attempt, evidence))) or 'nothing'}), "
                         f"{len(matching)} with its arguments; CONFIRMED needs exactly one.",
                         (_row(attempt), *map(_entry, effects)),
+                        requests=_refs(effects),
                     )
                 )
         elif attempt.state is State.FAILED and effects:
@@ -243,6 +253,7 @@ def check_outcomes_agree(evidence: Evidence) -> list[Violation]:
                     f"({', '.join(e.request_id for e in effects)}): the work happened and the "
                     "ledger says it did not.",
                     (_row(attempt), *map(_entry, effects)),
+                    requests=_refs(effects),
                 )
             )
     if linkable:
@@ -279,6 +290,7 @@ def _unrecorded_effects(evidence: Evidence) -> list[Violation]:
                 f"{effect.provider} applied {effect.request_id} at {_t(effect.at)} "
                 f"({effect.kind} by {effect.sender}) but no attempt in the ledger records it.",
                 (_entry(effect),),
+                requests=_refs([effect]),
             )
         )
     return violations
@@ -471,6 +483,7 @@ def check_authority(evidence: Evidence) -> list[Violation]:
                     f"{request.provider} request {request.request_id}{who} by {request.sender} "
                     f"was {'; '.join(problems)}.",
                     (_entry(request), *map(_row, rows)),
+                    requests=_refs([request]),
                 )
             )
     return violations
@@ -536,6 +549,7 @@ def check_recovery_idempotent(evidence: Evidence) -> list[Violation]:
                     (),
                     f"running recovery a second time caused {len(effects)} provider effect(s).",
                     tuple(_entry(r) for r in effects),
+                    requests=_refs(effects),
                 )
             )
     if rerun.killed_vs_uninterrupted:

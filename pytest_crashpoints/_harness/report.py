@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from .case import CaseResult
-from .invariants import INVARIANTS
+from .invariants import INVARIANTS, invariant_key
 from .schedule import COVERAGE_KINDS, Schedule, fault_kinds
 
-__all__ = ["ExplorationReport", "Failure", "render_failure"]
+__all__ = ["ExplorationReport", "Failure", "ScheduleRun", "render_failure"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,12 +34,37 @@ class Failure:
     #: Where the states engine and a real kill disagreed on a schedule (a harness bug),
     #: if they did.
     disagreement: str | None = None
+    #: The failing case as data (its timeline, ledger rows and violations with what they
+    #: name): see ``record.case_record``.
+    case: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["titles"] = dict(self.titles)
         data["schedule"] = self.schedule.to_dict()
         data["schedule_text"] = str(self.schedule)
+        return data
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduleRun:
+    """One case an exploration ran: where its schedule came from (``phase``: ``fault-free``,
+    ``exhaustive``, ``hypothesis``, ``coverage`` or ``replay``), the schedule in words, the
+    verdict (``passed`` or ``failed``), the invariants it broke, the fingerprint of its final
+    state and its wall time."""
+
+    phase: str
+    schedule_text: str
+    verdict: str
+    #: The six by number, then invariants of your own by name.
+    invariants: tuple[int | str, ...]
+    fingerprint: str
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["invariants"] = list(self.invariants)
+        data["seconds"] = round(self.seconds, 3)
         return data
 
 
@@ -64,6 +89,13 @@ class ExplorationReport:
     #: Which engine ran the cases and, for the states engine, how much it shared: crash
     #: states checked (quiet phase and replay run), cases that shared one, recordings.
     engine: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: Every case run, in order (the fault-free one first).
+    schedules: list[ScheduleRun] = dataclasses.field(default_factory=list)
+    #: How many cases the exploration expects to run in all (an estimate: Hypothesis may
+    #: stop early or shrink a failure with more); 0 until it is known.
+    planned: int = 0
+    #: Wall time of the whole exploration, in seconds.
+    seconds: float = 0.0
 
     @property
     def unreached(self) -> list[str]:
@@ -104,10 +136,25 @@ class ExplorationReport:
             "failure": None if self.failure is None else self.failure.to_json(),
             "differences": self.differences,
             "engine": self.engine,
+            "schedules": [run.to_json() for run in self.schedules],
+            "seconds": round(self.seconds, 3),
         }
 
-    def count(self, result: CaseResult) -> None:
+    def count(self, result: CaseResult, *, phase: str = "", seconds: float = 0.0) -> None:
+        """Count one case run (``phase`` and ``seconds``: see :class:`ScheduleRun`)."""
         self.cases += 1
+        self.schedules.append(
+            ScheduleRun(
+                phase=phase,
+                schedule_text=str(result.schedule),
+                verdict="passed" if result.passed else "failed",
+                invariants=tuple(
+                    sorted({v.invariant for v in result.violations}, key=invariant_key)
+                ),
+                fingerprint=result.fingerprint,
+                seconds=seconds,
+            )
+        )
         for point, hits in result.hits.items():
             if hits:
                 self.reached[point] = self.reached.get(point, 0) + 1

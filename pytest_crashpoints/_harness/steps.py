@@ -161,13 +161,13 @@ class CaseRun:
         if left:
             text = f"{who} ended with process(es) it started still running: {', '.join(left)}"
             self.errors.append(text + " (killed by the harness; wait for what you start)")
-            self.history.add(self.step, now, "error", text)
+            self.history.add(self.step, now, "error", text, process=who)
         if isinstance(outcome, Completed):
             text = f"{who} completed"
             if kill is not None:
                 # E.g. a C deferred to the next fail point, and none came: nothing was killed.
                 text += f" (the {kill} scheduled for it never took effect)"
-            self.history.add(self.step, now, "worker", text)
+            self.history.add(self.step, now, "worker", text, process=who)
         elif isinstance(outcome, Killed):
             where = (
                 outcome.point
@@ -177,16 +177,18 @@ class CaseRun:
             text = f"{who} was killed at {where} (hit {outcome.hit})"
             self.kills.append(f"{outcome.point}#{outcome.hit}")
             self.incidents.append(Incident(now, text))
-            self.history.add(self.step, now, "kill", text, point=outcome.point, hit=outcome.hit)
+            self.history.add(
+                self.step, now, "kill", text, process=who, point=outcome.point, hit=outcome.hit
+            )
         elif isinstance(outcome, Raised) and outcome.exc_type == USAGE_ERROR:
             # The harness was used in a way that keeps the code from running (a coroutine
             # never awaited, tasks left pending): the test must fail, not redeliver.
             text = f"{who}: {outcome.message}"
             self.errors.append(text)
-            self.history.add(self.step, now, "error", text)
+            self.history.add(self.step, now, "error", text, process=who)
         elif isinstance(outcome, Raised):
             text = f"{who} raised {outcome.exc_type}: {outcome.message}"
-            self.history.add(self.step, now, "raised", text)
+            self.history.add(self.step, now, "raised", text, process=who)
             if self.fault_free and outcome.injected_at is None and not self._raised:
                 self._raised = True  # the first is the story; later ones are in the timeline
                 self.errors.append(
@@ -196,13 +198,13 @@ class CaseRun:
         elif isinstance(outcome, TimedOut):
             text = f"{who} timed out after {outcome.after:.1f}s (timeout {outcome.timeout:g}s)"
             self.errors.append(text)
-            self.history.add(self.step, now, "timeout", text)
+            self.history.add(self.step, now, "timeout", text, process=who)
         else:
             text = f"{who} died without reporting: {outcome!r}"
             self.errors.append(text)
-            self.history.add(self.step, now, "died", text)
+            self.history.add(self.step, now, "died", text, process=who)
         for line in command_output(self.env, who):  # a command's last words, if any
-            self.history.add(self.step, now, "output", line)
+            self.history.add(self.step, now, "output", line, process=who)
 
     def _run(
         self, fn: Callable[..., object], args: Sequence[object], kill: KillAt | None
@@ -240,7 +242,7 @@ class CaseRun:
         text = f"message {index} to {who}"
         if again:
             text = f"redeliver unacknowledged message {index} to {who}"
-        self.history.add(self.step, self.clock.now(), "deliver", text)
+        self.history.add(self.step, self.clock.now(), "deliver", text, process=who, message=index)
         self.deliveries[who] = index
         outcome = self._run(_deliver_entry, (self.scenario.worker, self.env, who, message), kill)
         self._acknowledge(index, [outcome])
@@ -265,7 +267,16 @@ class CaseRun:
 
         who = self._worker_id("worker")
         message = self.scenario.messages[index]
-        self.history.add(self.step, self.clock.now(), "deliver", f"message {index} to {who}")
+        self.history.add(
+            self.step,
+            self.clock.now(),
+            "deliver",
+            f"message {index} to {who}",
+            process=who,
+            message=index,
+            paused=who,
+            pause_at=midway.point,
+        )
         self.deliveries[who] = index
         gate = f"midway at {midway.point} #{midway.hit}"
         worker = start_worker(
@@ -287,6 +298,7 @@ class CaseRun:
                     self.clock.now(),
                     "note",
                     f"{who} ended without reaching {midway.point} (hit {midway.hit})",
+                    process=who,
                 )
             else:
                 # A harness second passes while it waits: what it did before the change and
@@ -312,6 +324,10 @@ class CaseRun:
             "deliver",
             f"message {index} to {first} and {second} at once; {first} waits at {pause_at} "
             f"(hit {pause_hit}) while {second} runs",
+            processes=[first, second],
+            message=index,
+            paused=first,
+            pause_at=pause_at,
         )
         self.deliveries.update({first: index, second: index})
         handlers = tuple(
@@ -336,7 +352,9 @@ class CaseRun:
             if not isinstance(exc.outcome, Completed | Killed | Raised):
                 text = f"the interleaving could not be forced: {exc}"
                 self.errors.append(text)
-                self.history.add(self.step, self.clock.now(), "error", text)
+                self.history.add(
+                    self.step, self.clock.now(), "error", text, processes=[first, second]
+                )
                 return
             # Another fault of the schedule took the first worker elsewhere (a lost answer,
             # a kill before the gate): it ended first, and the second delivery comes after.
@@ -348,6 +366,7 @@ class CaseRun:
                 "note",
                 f"{first} ended without reaching {pause_at} (hit {pause_hit}): {second} runs "
                 "after it",
+                process=first,
             )
             args = (self.scenario.worker, self.env, second, message)
             outcome = self._run(_deliver_entry, args, None)
@@ -368,6 +387,7 @@ class CaseRun:
             self.clock.now(),
             "recovery",
             f"{who} starts" + (f" ({kill})" if kill else ""),
+            process=who,
         )
         outcome = self._run(_recover_entry, (self.scenario.recover, self.env, who), kill)
         self._record(who, outcome, kill)
@@ -386,8 +406,14 @@ class CaseRun:
             return
         first, second = self._worker_id("recovery"), self._worker_id("recovery")
         how = f"{first} waits at {pause_at} while {second} runs" if pause_at else "racing"
+        paused = {"paused": first, "pause_at": pause_at} if pause_at else {}
         self.history.add(
-            self.step, self.clock.now(), "recovery", f"{first} and {second} start at once; {how}"
+            self.step,
+            self.clock.now(),
+            "recovery",
+            f"{first} and {second} start at once; {how}",
+            processes=[first, second],
+            **paused,
         )
         calls = [
             functools.partial(_race_entry, self.scenario.recover, self.env, who)
@@ -413,6 +439,7 @@ class CaseRun:
                 self.clock.now(),
                 "note",
                 f"{first} ended without reaching {pause_at}: {second} runs after it",
+                process=first,
             )
             self.recover()
             return
@@ -422,7 +449,7 @@ class CaseRun:
     def change_authority(self, index: int, change: str) -> None:
         task = str(self.scenario.messages[index]["task_id"])
         text = self.world.change_authority(task, change)
-        self.history.add(self.step, self.clock.now(), "authority", text)
+        self.history.add(self.step, self.clock.now(), "authority", text, message=index, task=task)
 
     def observe(self, label: str) -> None:
         view = self.world.view()
@@ -449,7 +476,7 @@ class CaseRun:
                 self.recover(step.kill)
         elif isinstance(step, Advance):
             self.clock.advance(step.seconds)
-            self.history.add(self.step, self.clock.now(), "clock", str(step))
+            self.history.add(self.step, self.clock.now(), "clock", str(step), seconds=step.seconds)
         else:  # pragma: no cover - the Step union is closed
             raise CrashpointsError(f"unknown schedule step {step!r}")
 
@@ -499,7 +526,7 @@ class CaseRun:
                 faults.write_timeouts(1, after=step.nth - 1)
         else:
             provider.settings.update(search_lag=step.seconds)
-        self.history.add(self.step, self.clock.now(), "fault", str(step))
+        self.history.add(self.step, self.clock.now(), "fault", str(step), provider=step.provider)
 
 
 def _prepare_parent() -> None:

@@ -14,6 +14,7 @@ report when an invariant breaks.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -100,6 +101,9 @@ class CrashpointsFixture:
     hooked_invariants: tuple[Invariant, ...] = ()
     #: Hypothesis's statistics of the exploration, in its own words (None if it did not run).
     statistics: str | None = None
+    #: Where progress goes after each case (live lines, or an xdist worker's file); ``None``:
+    #: nowhere.
+    progress: Any = None
 
     def settings(self) -> CrashSettings:
         """This test's settings: its marker over the session's options."""
@@ -216,6 +220,7 @@ class CrashpointsFixture:
                     base_dir=self.base_dir,
                     nodeid=self.nodeid,
                     reference=reference,
+                    on_case=self._progress(),
                 )
         except CrashpointsError as exc:
             # The harness could not run the test as set up (e.g. a worker that cannot cross to
@@ -223,6 +228,9 @@ class CrashpointsFixture:
             # "from None": the one line, not the harness's exception chained to it.
             message = f"crashpoints: {self.nodeid}: {exc}"
             raise pytest.fail.Exception(message, pytrace=False) from None
+        finally:
+            if self.progress is not None:
+                self.progress.finish(self.nodeid)
         self.report = report
         if report.failure is not None and report.failure.disagreement is not None:
             # A harness bug fails the test, whatever it expected.
@@ -263,3 +271,31 @@ class CrashpointsFixture:
                     pytrace=False,
                 )
         return report
+
+    def _progress(self) -> Callable[[ExplorationReport], None] | None:
+        """Show this test's progress now, and return what shows it after each case."""
+        if self.progress is None:
+            return None
+        from .progress import progress_state
+
+        progress = self.progress
+        started = time.time()
+
+        def on_case(report: ExplorationReport) -> None:
+            progress.update(
+                progress_state(
+                    self.nodeid,
+                    done=report.cases,
+                    planned=report.planned,
+                    reached=report.reached,
+                    failed=any(run.verdict != "passed" for run in report.schedules),
+                    started=started,
+                )
+            )
+
+        progress.update(
+            progress_state(
+                self.nodeid, done=0, planned=0, reached={}, failed=False, started=started
+            )
+        )
+        return on_case

@@ -188,6 +188,14 @@ OPTIONS = (
         "PATH",
     ),
     Option(
+        "html",
+        "write the HTML report to PATH: a summary, the timeline of each failure, the schedules "
+        "each test ran (one self-contained file)",
+        _report_path,
+        None,
+        "PATH",
+    ),
+    Option(
         "timeout",
         "wall-clock bound of each worker or recovery process, in seconds (default: 30)",
         _positive_float,
@@ -228,6 +236,7 @@ class SessionOptions:
     max_faults: int | None
     replay: str | None
     report: str | None
+    html: str | None
     timeout: float
     strict_coverage: bool
 

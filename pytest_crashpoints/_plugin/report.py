@@ -7,7 +7,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["REPORT_ATTR", "REPORT_VERSION", "collect", "junit_properties", "write_report"]
+__all__ = [
+    "REPORT_ATTR",
+    "REPORT_VERSION",
+    "collect",
+    "junit_properties",
+    "report_document",
+    "write_report",
+    "write_text",
+]
 
 #: Format version of the JSON report (``--crashpoints-report``).
 REPORT_VERSION = 1
@@ -68,19 +76,34 @@ def _died(nodeid: str, report: Any) -> dict[str, Any]:
     }
 
 
-def write_report(
-    path: Path, results: list[dict[str, Any]], *, seed: int, interrupted: bool = False
-) -> None:
-    """Write the JSON report to ``path`` atomically (a partial file, then a rename).
-    ``interrupted``: the run was stopped (Ctrl-C), and the report holds the tests that
-    finished."""
-    document = {
+def report_document(
+    results: list[dict[str, Any]], *, seed: int, interrupted: bool = False
+) -> dict[str, Any]:
+    """The JSON report of a session. ``interrupted``: the run was stopped (Ctrl-C), and the
+    report holds the tests that finished."""
+    return {
         "version": REPORT_VERSION,
         "seed": seed,
         "interrupted": interrupted,
         "tests": results,
     }
+
+
+def write_report(
+    path: Path, results: list[dict[str, Any]], *, seed: int, interrupted: bool = False
+) -> None:
+    """Write the JSON report to ``path`` atomically (a partial file, then a rename)."""
+    document = report_document(results, seed=seed, interrupted=interrupted)
+    write_text(path, json.dumps(document, indent=2, sort_keys=True) + "\n")
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a partial file and a rename (its folders are
+    created): a reader sees the old file or the new one, never a part."""
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    partial.replace(path)
+    try:
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)

@@ -8,7 +8,7 @@ from typing import Any
 from .._harness.invariants import invariant_key
 from .._harness.schedule import COVERAGE_KINDS
 
-__all__ = ["summary_lines", "verdict_of"]
+__all__ = ["schedule_lines", "summary_lines", "verdict_of"]
 
 
 def verdict_of(result: Mapping[str, Any]) -> str:
@@ -84,3 +84,45 @@ def summary_lines(results: Iterable[Mapping[str, Any]], *, seed: int | None) -> 
         if failure and verdict_of(result) == "failed":
             lines.append(f"replay {result['nodeid']}: {failure['replay_command']}")
     return lines
+
+
+def schedule_lines(
+    schedules: Iterable[Mapping[str, Any]], *, fingerprints: bool = False
+) -> list[str]:
+    """One aligned line per schedule a test ran: number, verdict, time, where it came from,
+    the schedule (and the invariants it broke); with ``fingerprints``, a header and the first
+    12 hex digits of each final state's fingerprint too."""
+    rows = []
+    for number, run in enumerate(schedules, start=1):
+        broken = run.get("invariants") or []
+        text = str(run.get("schedule_text", ""))
+        if broken:
+            text += f" (broke invariant(s) {', '.join(str(n) for n in broken)})"
+        row = [
+            str(number),
+            str(run.get("verdict", "")),
+            f"{float(run.get('seconds', 0.0)):.2f}s",
+            str(run.get("phase", "")),
+        ]
+        if fingerprints:
+            row.append(str(run.get("fingerprint", ""))[:12])
+        rows.append([*row, text])
+    if not rows:
+        return []
+    header = ["#", "verdict", "time", "from"] + (["fingerprint"] if fingerprints else [])
+    header.append("schedule")
+    table = [header, *rows] if fingerprints else rows
+    widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
+    right = {0, 2}
+    return [
+        "  ".join(
+            [
+                *(
+                    cell.rjust(widths[i]) if i in right else cell.ljust(widths[i])
+                    for i, cell in enumerate(row[:-1])
+                ),
+                row[-1],
+            ]
+        )
+        for row in table
+    ]

@@ -72,6 +72,10 @@ def test_gate_passes_good_and_caught_and_writes_every_report(
     markdown = Path("crashpoints-summary.md").read_text()
     assert markdown.startswith("## crashpoints gate: passed")
     assert step_summary.read_text() == markdown
+    page = Path("crashpoints-report.html").read_text()
+    assert "<title>crashpoints report: passed, 2 crash test(s)</title>" in page
+    assert "html: crashpoints-report.html" in out
+    assert "crashpoints test_good:" not in out  # no live progress into a pipe
 
 
 def test_gate_fails_on_a_violation_and_show_and_replay_explain_it(

@@ -85,9 +85,14 @@ def junit_properties(path: Path) -> dict[str, dict[str, str]]:
 def test_a_broken_agent_fails_with_a_replayable_report(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(SCENARIO + BROKEN)
     report = pytester.path / "report.json"
+    page = pytester.path / "html" / "report.html"
     junit = pytester.path / "junit.xml"
     result = run(
-        pytester, "--crashpoints-seed=3", f"--crashpoints-report={report}", f"--junitxml={junit}"
+        pytester,
+        "--crashpoints-seed=3",
+        f"--crashpoints-report={report}",
+        f"--junitxml={junit}",
+        f"--crashpoints-html={page}",
     )
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
@@ -125,6 +130,28 @@ def test_a_broken_agent_fails_with_a_replayable_report(pytester: pytest.Pytester
         "crashpoints.invariants": " ".join(map(str, test["failure"]["invariants"])),
         "crashpoints.replay": test["failure"]["token"],
     }
+
+    # Every schedule run is listed: the fault-free one first, the failing one last.
+    runs = test["schedules"]
+    assert len(runs) == test["cases"] and test["seconds"] >= sum(r["seconds"] for r in runs)
+    assert runs[0]["phase"] == "fault-free" and runs[0]["verdict"] == "passed"
+    assert runs[-1]["schedule_text"] == "deliver message 0, kill at B (hit 1)"
+    assert runs[-1]["verdict"] == "failed" and 1 in runs[-1]["invariants"]
+    assert runs[-1]["fingerprint"] == test["failure"]["fingerprint"]
+    # The failing case as data: the duplicate the check found is two effects in the journal.
+    case = test["failure"]["case"]
+    assert case["version"] == 1
+    [duplicate] = [v for v in case["violations"] if v["invariant"] == 1]
+    named = {(r["provider"], r["request_id"]) for r in duplicate["requests"]}
+    effects = {
+        (row["provider"], row["request_id"])
+        for row in case["timeline"]
+        if row["source"] == "journal" and row["effect_applied"]
+    }
+    assert len(named) == 2 and named <= effects
+    [kill] = [row for row in case["timeline"] if row.get("kind") == "kill"]
+    assert kill["data"] == {"process": "worker-1", "point": "B", "hit": 1}
+    assert page.read_text().startswith("<!DOCTYPE html>")
 
     # The replay command reproduces exactly that schedule.
     token = test["failure"]["token"]

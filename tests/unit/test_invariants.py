@@ -125,6 +125,8 @@ def test_1_two_emails_for_one_message() -> None:
     )
     [v] = [v for v in fired(ev) if v.invariant == 1]
     assert v.attempt_ids == ("a-1",)
+    # The journal entries it found, first the effect, then its repeat: what a report marks.
+    assert v.requests == (("email", "r-1"), ("email", "r-2"))
     assert "mail.send happened twice at email" in v.message
     assert "r-1 at t=1s by worker-1 (delivering message 0)" in v.message
     assert "r-2 at t=9s by recovery-2" in v.message
@@ -230,6 +232,10 @@ def test_2_ledger_must_agree_with_the_provider(ev: Evidence, fragment: str) -> N
     violations = fired(ev)
     assert {v.invariant for v in violations} == {2}
     assert any(fragment in v.message for v in violations), violations
+    for v in violations:  # the effects the row names, and nothing else
+        assert v.requests == tuple(
+            ("email", r.request_id) for r in ev.requests if r.effect_applied
+        ), v
 
 
 def test_2_an_effect_no_attempt_records() -> None:
@@ -237,6 +243,7 @@ def test_2_an_effect_no_attempt_records() -> None:
     [v] = fired(ev)
     assert v.invariant == 2
     assert "no attempt in the ledger records it" in v.message
+    assert v.requests == (("email", "r-1"),)
 
 
 def test_2_a_row_that_never_learned_what_happened_may_stand_for_the_effect() -> None:
@@ -251,6 +258,7 @@ def test_2_a_silently_dropped_message() -> None:
     ev = evidence(attempts=(), requests=(), observations=())
     [v] = fired(ev)
     assert v.invariant == 2
+    assert v.requests == ()  # nothing in this case's journal: the effect never happened
     assert "message 0 (task t-1) was delivered and its mail.send at email" in v.message
     assert "silently dropped" in v.message
     # A row in review accounts for the missing effect: a person decides.
@@ -301,6 +309,7 @@ def test_4_requests_stay_within_tenant_and_scope(changes: dict[str, object], fra
     violations = fired(evidence(requests=(request(**changes),)))
     assert {v.invariant for v in violations} == {4}
     assert fragment in violations[0].message
+    assert violations[0].requests == (("email", "r-1"),)
 
 
 def test_4_no_request_under_changed_authority() -> None:
@@ -375,6 +384,10 @@ def test_6_recovery_twice_and_after_a_kill(rerun: RecoveryRerun, fragment: str) 
     violations = fired(evidence(rerun=rerun))
     assert {v.invariant for v in violations} == {6}
     assert fragment in violations[0].message
+    # Only an effect of the second recovery is a journal entry the check names.
+    assert violations[0].requests == tuple(
+        (r.provider, r.request_id) for r in rerun.new_requests if r.effect_applied
+    )
 
 
 def test_violation_text_names_the_invariant_and_shows_evidence() -> None:

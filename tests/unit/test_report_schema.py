@@ -56,7 +56,31 @@ REPORT: dict[str, Any] = {
                 "fingerprint": "ab",
                 "deterministic": True,
                 "rerun_fingerprint": "ab",
+                "case": {
+                    "version": 1,
+                    "timeline": [
+                        {"source": "harness", "at": 1.0, "text": "worker-1 was killed at B",
+                         "step": 1, "kind": "kill",
+                         "data": {"process": "worker-1", "point": "B", "hit": 1}},
+                        {"source": "journal", "at": 1.0, "text": "email r-1 mail.send",
+                         "provider": "email", "request_id": "r-1", "attempt_id": None},
+                    ],
+                    "attempts": [{"attempt_id": "a-1", "state": "OUTCOME_CONFIRMED"}],
+                    "violations": [
+                        {"invariant": 1, "title": "no ... twice", "message": "twice",
+                         "attempts": ["a-1"],
+                         "requests": [{"provider": "email", "request_id": "r-1"}],
+                         "evidence": []},
+                    ],
+                },
             },
+            "seconds": 1.5,
+            "schedules": [
+                {"phase": "fault-free", "schedule_text": "deliver message 0",
+                 "verdict": "passed", "invariants": [], "fingerprint": "cd", "seconds": 0.5},
+                {"phase": "exhaustive", "schedule_text": "deliver message 0, kill at B (hit 1)",
+                 "verdict": "failed", "invariants": [1], "fingerprint": "ab", "seconds": 1.0},
+            ],
         },
         {
             "nodeid": "t.py::test_dies",
@@ -109,6 +133,16 @@ DAMAGE = {
     "a step without its kind": _set("tests/0/failure/schedule/steps", [{"message": 0}]),
     "run_dir a number": _set("tests/0/failure/run_dir", 3),
     "error not text": _set("tests/1/error", ["crashed"]),
+    "negative seconds": _set("tests/0/seconds", -1),
+    "a schedule without a verdict": _drop("tests/0/schedules/1/verdict"),
+    "a schedule that was fine": _set("tests/0/schedules/0/verdict", "fine"),
+    "schedules not a list": _set("tests/0/schedules", {"1": "deliver"}),
+    "a timeline row from nowhere": _set("tests/0/failure/case/timeline/0/source", "elsewhere"),
+    "a violation naming invariant 9": _set("tests/0/failure/case/violations/0/invariant", 9),
+    "a named request without its id": _set(
+        "tests/0/failure/case/violations/0/requests", [{"provider": "email"}]
+    ),
+    "a case without attempts": _drop("tests/0/failure/case/attempts"),
 }
 
 

@@ -1,0 +1,161 @@
+"""The gate's HTML report in a real browser: headless Chromium (Debian's ``chromium``).
+
+The gate runs two bundled scenarios, a broken agent it must catch (killed at B, then a blind
+retry sends the e-mail twice) and a good agent, and writes its HTML report; the page is
+loaded from the file and checked in its live DOM: the lanes, the kill in the worker's lane,
+the duplicate in the provider's lane linked to invariant 1, every link landing somewhere,
+the keyboard, the copy button, no console error and no request but the page itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_crashpoints.cli import main
+from tests.browser import Page, chromium, find_chromium
+
+ROOT = Path(__file__).resolve().parents[2]
+BROKEN = "scenarios/broken/test_broken_agents.py::test_blind_retry_after_a_crash"
+GOOD = "scenarios/test_order_charger.py"
+
+
+@pytest.fixture(scope="module")
+def gate_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("gate")
+    names = ("report.json", "junit.xml", "summary.md", "report.html")
+    reports = {name: folder / f"crashpoints-{name}" for name in names}
+    cwd = Path.cwd()
+    try:
+        os.chdir(ROOT)  # the scenarios import themselves from the repository's root
+        status = main(
+            [
+                "gate",
+                BROKEN,
+                GOOD,
+                f"--report={reports['report.json']}",
+                f"--junit={reports['junit.xml']}",
+                f"--markdown={reports['summary.md']}",
+                f"--html={reports['report.html']}",
+                "--",
+                "-p",
+                "no:randomly",
+                "-q",
+            ]
+        )
+    finally:
+        os.chdir(cwd)
+    assert status == 0
+    return reports["report.html"]
+
+
+@pytest.fixture(scope="module")
+def page(gate_page: Path) -> Iterator[Page]:
+    executable = find_chromium()
+    if executable is None:
+        pytest.skip(
+            "Chromium is not installed: the HTML report's browser test needs it "
+            "(Debian: apt-get install chromium)"
+        )
+    with chromium(executable) as browser:
+        browser.open(gate_page.as_uri())
+        yield browser
+
+
+def lane_of(page: Page, selector: str) -> list[str]:
+    """The lane (column header) of each cell in the failing test's timeline that has an
+    element matching ``selector``."""
+    return list(
+        page.evaluate(
+            f"""Array.from(document.querySelectorAll('#t1 table.timeline tbody td'))
+            .filter(td => td.querySelector({json.dumps(selector)}))
+            .map(td => td.closest('table').querySelectorAll('thead th')[td.cellIndex]
+                 .dataset.lane)"""
+        )
+    )
+
+
+def test_the_page_loads_alone_and_cleanly(page: Page, gate_page: Path) -> None:
+    assert page.problems() == []
+    assert page.requests() == [gate_page.as_uri()]  # no network: nothing but the page
+    assert gate_page.stat().st_size < 1_000_000
+    assert page.evaluate("document.title") == "crashpoints report: passed, 2 crash test(s)"
+
+
+def test_the_broken_agent_shows_its_kill_and_its_duplicate(page: Page) -> None:
+    assert page.evaluate("document.querySelector('#t1 h2').textContent").startswith(BROKEN)
+    lanes = page.evaluate(
+        "Array.from(document.querySelectorAll('#t1 table.timeline thead th[data-lane]'))"
+        ".map(th => th.dataset.lane)"
+    )
+    assert lanes[:3] == ["harness", "worker-1", "recovery-2"]
+    assert "ledger" in lanes and lanes[-1] == "email"
+    assert lane_of(page, ".m-kill") == ["worker-1"]
+    assert page.evaluate(
+        "document.querySelector('#t1 .m-kill summary').textContent"
+    ) == "✕ KILLED at B"
+    assert lane_of(page, ".m-dup") == ["email"]
+    # The duplicate is marked in words and links to invariant 1's explanation.
+    duplicate = page.evaluate(
+        "(() => { const td = document.querySelector('#t1 td.dup');"
+        " return [td.textContent, Array.from(td.querySelectorAll('a')).map(a => a.hash)]; })()"
+    )
+    assert "DUPLICATE" in duplicate[0] and "#inv-1" in duplicate[1]
+    assert page.evaluate("document.getElementById('inv-1').textContent").startswith(
+        "Invariant 1: no non-idempotent side effect happens twice"
+    )
+
+
+def test_every_link_lands_and_events_open(page: Page) -> None:
+    dangling = page.evaluate(
+        "Array.from(document.querySelectorAll('a[href^=\"#\"]'))"
+        ".map(a => a.getAttribute('href').slice(1))"
+        ".filter(id => !document.getElementById(id))"
+    )
+    assert dangling == []
+    # Clicking an event opens its journal entry.
+    entry = page.evaluate(
+        "(() => { const d = document.querySelector('#t1 td.dup details');"
+        " d.querySelector('summary').click(); return [d.open, d.textContent]; })()"
+    )
+    assert entry[0] is True and "mail.send" in entry[1] and "recovery-2" in entry[1]
+
+
+def test_the_keyboard_reaches_and_opens_the_timeline(page: Page) -> None:
+    page.evaluate("document.activeElement.blur(); window.scrollTo(0, 0)")
+    page.press("Tab", key_code=9)
+    assert page.evaluate("document.activeElement.className") == "skip"
+    for _ in range(200):  # the skip link, the summary's links, ..., the timeline's events
+        page.press("Tab", key_code=9)
+        if page.evaluate("!!document.activeElement.closest('#t1 table.timeline summary')"):
+            break
+    else:
+        pytest.fail("Tab never reached an event of the timeline")
+    page.press("Enter", key_code=13, text="\r")
+    assert page.evaluate("document.activeElement.parentNode.open") is True
+    page.press("Escape", key_code=27)
+    assert page.evaluate("document.activeElement.parentNode.open") is False
+
+
+def test_the_replay_command_can_be_copied(page: Page) -> None:
+    said = page.evaluate(
+        "new Promise(done => { document.querySelector('#t1 button[data-copy]').click();"
+        " setTimeout(() => done(document.querySelector('#t1 .copied').textContent), 300); })"
+    )
+    assert said in ("Copied.", "Selected: press Ctrl+C (Cmd+C) to copy.")
+    assert page.problems() == []
+
+
+def test_the_good_agent_lists_its_schedules_collapsed(page: Page) -> None:
+    details = page.evaluate(
+        "(() => { const d = document.querySelector('#t2 details.schedules');"
+        " return [d.open, d.querySelectorAll('tbody tr').length,"
+        " d.querySelector('summary').textContent]; })()"
+    )
+    assert details[0] is False
+    assert details[1] >= 10
+    assert details[2] == f"{details[1]} schedules run: {details[1]} passed, 0 failed"
