@@ -11,6 +11,7 @@ Every error descends from :class:`CrashpointsError` and says what went wrong and
     │   ├── UnknownAttempt        no attempt with that id
     │   └── LeaseHeld             the attempt is owned by someone else whose lease has not expired
     ├── ProviderRejected          the provider refused the request before applying any effect
+    ├── ScriptError               the fake model's script is malformed or has no answer (ValueError)
     └── HarnessError              the fault-injection harness could not do what was asked
         ├── HarnessUsageError     a bad fault, timeout, clock move or authority change (ValueError)
         ├── WorkerNotPaused       a worker did not reach (or is not at) the gate being waited on
@@ -30,6 +31,7 @@ __all__ = [
     "LedgerError",
     "ProviderRejected",
     "SchemaVersionError",
+    "ScriptError",
     "UnknownAttempt",
     "UnknownTask",
     "WorkerNotPaused",
@@ -123,6 +125,11 @@ class ProviderRejected(CrashpointsError):
         self.retryable = retryable
         self.retry_after = retry_after
         super().__init__(message)
+
+
+class ScriptError(CrashpointsError, ValueError):
+    """The fake model's script is malformed, or has no answer for what the agent asked (a
+    turn it does not have, a tool the request does not offer, a function that raised)."""
 
 
 class HarnessError(CrashpointsError):
