@@ -474,6 +474,9 @@ class Provider:
             "aliases": json.dumps(list(reply.aliases)),
             "fault": fault,
             "replayed": int(reply.replayed),
+            # Not the harness clock (frozen inside a worker): the machine's, which every
+            # process shares, to order requests to several providers.
+            "mono_ns": time.clock_gettime_ns(time.CLOCK_MONOTONIC),
         }
         sql = (
             f"INSERT INTO requests({', '.join(row)}) "

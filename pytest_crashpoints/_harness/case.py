@@ -65,6 +65,13 @@ class CaseResult:
     outcomes: tuple[str, ...] = ()
     #: The checks the ledger view could not support (see ``invariants.unchecked``).
     unchecked: tuple[str, ...] = ()
+    #: Per message: how many times its delivery asked each model (the fault-free run's
+    #: counts are what a model's faults target, as a provider's writes are).
+    generations: Mapping[int, Mapping[str, int]] = dataclasses.field(default_factory=dict)
+    #: How many answers the models made, and how many of them answered a question asked
+    #: before (an agent that asks again after a crash or a lost answer).
+    model_calls: int = 0
+    model_reasks: int = 0
 
     @property
     def passed(self) -> bool:
@@ -83,6 +90,17 @@ def _outcomes(evidence: Evidence) -> tuple[str, ...]:
         effects[key] = effects.get(key, 0) + 1
     lines += [f"{p} effects args={h}: {n}" for (p, h), n in effects.items()]
     return tuple(sorted(lines))
+
+
+def _generations(requests: Sequence[ProviderRequest]) -> dict[int, dict[str, int]]:
+    from fake_providers import PROVIDERS
+
+    counts: dict[int, dict[str, int]] = {}
+    for request in requests:
+        if request.message is not None and PROVIDERS[request.provider].is_model:
+            made = counts.setdefault(request.message, {})
+            made[request.provider] = made.get(request.provider, 0) + 1
+    return counts
 
 
 def _digest(lines: Sequence[str]) -> str:
@@ -181,6 +199,16 @@ def _run(
             rerun=RecoveryRerun(ledger_changes, new_requests, killed_diff, killed_at),
             ledger_columns=getattr(view, "provides", None),
         )
+        calls = world.model_calls()
+        broken = next((c for c in calls if c.error), None)
+        if broken is not None:
+            from ..errors import ScriptError
+
+            raise ScriptError(
+                f"the model's script has no answer for what "
+                f"{(broken.label or '').rpartition('.')[0] or 'a process'} "
+                f"asked ({broken.api}, turn {broken.turn}): {broken.error}"
+            )
         violations = tuple(check_all(evidence))
         return CaseResult(
             schedule=schedule,
@@ -211,6 +239,9 @@ def _run(
             delivery_own_a=run.delivery_own_a,
             outcomes=_outcomes(evidence),
             unchecked=tuple(unchecked(evidence.ledger_columns)),
+            generations=_generations(requests),
+            model_calls=len(calls),
+            model_reasks=sum(1 for c in calls if c.asked),
         )
     finally:
         world.close()

@@ -37,6 +37,7 @@ class ProviderRequest:
     (``None`` for recovery), and the authority the credential was issued for. ``aliases``
     are the names the API gives what the request created or read (ids, numbers, URLs).
 
+    ``note`` is what the provider says of it for a timeline (a model: the turn it answered).
     ``operation_key`` (the idempotency key or correlation id the client sent), ``args_hash``
     (an arguments hash the client declared in its payload) and ``attempt_id`` (a header
     naming the ledger attempt) are what the client chose to say: used to link ledger rows to
@@ -64,6 +65,9 @@ class ProviderRequest:
     task_id: str | None = None
     authority: Authority | None = None
     aliases: tuple[str, ...] = ()
+    #: What the provider says of the request, for the timeline (a model: the turn it
+    #: answered, and how: ``turn 0: refund(charge='ch_1', amount=1500)``).
+    note: str | None = None
 
     @property
     def logical_hash(self) -> str | None:

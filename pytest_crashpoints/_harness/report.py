@@ -53,6 +53,10 @@ class ExplorationReport:
     differences: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     #: The checks the ledger view could not support (one line each).
     unchecked: list[str] = dataclasses.field(default_factory=list)
+    #: Answers the models made in all cases, and how many answered a question asked again
+    #: (an agent restarted after a crash, or retrying a lost answer, asks the model again).
+    model_calls: int = 0
+    model_reasks: int = 0
 
     @property
     def unreached(self) -> list[str]:
@@ -92,6 +96,7 @@ class ExplorationReport:
             "unchecked": self.unchecked,
             "failure": None if self.failure is None else self.failure.to_json(),
             "differences": self.differences,
+            "model": {"calls": self.model_calls, "asked_again": self.model_reasks},
         }
 
     def count(self, result: CaseResult) -> None:
@@ -106,6 +111,8 @@ class ExplorationReport:
             self.reached[kind] = self.reached.get(kind, 0) + 1
         if result.kills and result.passed:
             self.recovered += 1
+        self.model_calls += result.model_calls
+        self.model_reasks += result.model_reasks
 
 
 def render_failure(report: ExplorationReport) -> str:

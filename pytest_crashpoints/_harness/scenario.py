@@ -11,6 +11,8 @@ from ..errors import CrashpointsError
 from .context import Context, ProviderSpec
 
 if TYPE_CHECKING:
+    from fake_providers import Script
+
     from .._ledger.views import LedgerView
     from .._process.handle import StartMethod
 
@@ -30,7 +32,10 @@ class Scenario:
     ``authorities`` gives each task its initial authority. ``ledger_view(ctx)`` reads the ledger
     the invariants are checked on (default: the reference ledger). ``transport_points`` are the
     points the crash transport fires (B and C); leave them empty when the worker marks B and C
-    itself (as the reference ``guarded_call`` does).
+    itself (as the reference ``guarded_call`` does). ``model`` is the script the ``model``
+    provider answers from. ``setup(ctx)`` runs in the harness before each case's first step,
+    as the harness (its requests are not the agent's effects): it creates what the agent's
+    tools expect to find at the providers, e.g. the charge a support agent refunds.
     """
 
     worker: WorkerFn
@@ -42,8 +47,31 @@ class Scenario:
     transport_points: tuple[str, ...] = ()
     timeout: float = 30.0
     start_method: StartMethod = "fork"
+    model: Script | None = None
+    setup: Callable[[Context], object] | None = None
 
     def __post_init__(self) -> None:
+        from fake_providers import PROVIDERS, Script
+
+        models = [s.name for s in self.providers if PROVIDERS[s.name].is_model]
+        if self.model is not None and not isinstance(self.model, Script):
+            raise CrashpointsError(
+                f"model={self.model!r} is not a script; pass model=Script([...turns...]) "
+                "(from fake_providers import Script, call, say)."
+            )
+        if self.model is not None and not models:
+            raise CrashpointsError(
+                "model= gives a script, but 'model' is not one of the marker's providers; add "
+                "it: providers=['model', ...]."
+            )
+        if models and self.model is None:
+            raise CrashpointsError(
+                "the marker names the 'model' provider but no script says what it answers; pass "
+                "model=Script([...]) to crashpoints.run (from fake_providers import Script, "
+                "call, say)."
+            )
+        if self.setup is not None and not callable(self.setup):
+            raise CrashpointsError(f"setup={self.setup!r} is not a function of the context.")
         for index, message in enumerate(self.messages):
             task = message.get("task_id") if isinstance(message, Mapping) else None
             if not isinstance(task, str) or not task:

@@ -24,6 +24,8 @@ from .._ledger.authority import Authority
 from .marker import CrashMarker
 
 if TYPE_CHECKING:
+    from fake_providers import Script
+
     from .._harness.context import Context, ProviderSpec
     from .._harness.explore import CrashSettings
     from .._harness.report import ExplorationReport
@@ -77,6 +79,8 @@ class CrashpointsFixture:
         ledger_view: Callable[[Context], LedgerView] | None = None,
         transport_points: Sequence[str] = (),
         reference_messages: Sequence[Mapping[str, Any]] | None = None,
+        model: Script | None = None,
+        setup: Callable[[Context], object] | None = None,
     ) -> ExplorationReport:
         """Explore crash schedules of ``worker`` on ``messages``; fail the test on a violation.
 
@@ -89,6 +93,10 @@ class CrashpointsFixture:
         ``crashpoint`` themselves). ``reference_messages`` (the same work, as messages for
         :func:`reference_worker`) turns on the differential check: every schedule also runs on
         the reference worker, and the report lists where the final outcomes differ.
+        ``model`` is the :class:`fake_providers.Script` the ``model`` provider answers from
+        (required when the marker names it). ``setup(ctx)`` runs in the harness before each
+        case, as the harness: it creates what the agent's tools expect to find at the
+        providers (the charge a support agent refunds); its requests are not the agent's.
 
         Returns the report when every schedule passed (or, with ``expect=``, when the
         expected violation was caught).
@@ -120,6 +128,8 @@ class CrashpointsFixture:
                 transport_points=tuple(transport_points),
                 timeout=self.marker.timeout or self.options.timeout,
                 start_method=self.marker.start_method,  # type: ignore[arg-type]
+                model=model,
+                setup=setup,
             )
             reference = None
             if reference_messages is not None:
@@ -137,9 +147,16 @@ class CrashpointsFixture:
             # A mistake in how the test is set up: one line that says what to do.
             pytest.fail(f"crashpoints: {self.nodeid}: {exc}", pytrace=False)
         settings = self.settings()
-        report = explore(
-            scenario, settings, base_dir=self.base_dir, nodeid=self.nodeid, reference=reference
-        )
+        from ..errors import ScriptError
+
+        try:
+            report = explore(
+                scenario, settings, base_dir=self.base_dir, nodeid=self.nodeid,
+                reference=reference,
+            )
+        except ScriptError as exc:
+            # The test's script, not the agent: one line that says what to change.
+            pytest.fail(f"crashpoints: {self.nodeid}: {exc}", pytrace=False)
         self.report = report
         expected = self.marker.expect
         if expected:
