@@ -392,6 +392,8 @@ class Payments(Provider):
             declined = source in _DECLINING
             obj.update(
                 amount_captured=0 if declined else amount,
+                amount_refunded=0,
+                refunded=False,
                 captured=not declined,
                 paid=not declined,
                 status="failed" if declined else "succeeded",

@@ -1,0 +1,115 @@
+"""An LLM agent in whole crash cases: where the model's point fires, that a model's POST is no
+write, that the timeline tells the model's turns, and that a script with no answer is one line
+that fails the test."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("openai", reason="the openai SDK is an agents extra: pip install -e .[agents]")
+
+from pytest_crashpoints import ProviderSpec  # noqa: E402
+from pytest_crashpoints._plugin.fixture import default_authorities  # noqa: E402
+from pytest_crashpoints.harness import (  # noqa: E402
+    Deliver,
+    KillAt,
+    Scenario,
+    Schedule,
+    run_case,
+)
+from scenarios.support_agent import (  # noqa: E402
+    TICKET,
+    create_charge,
+    handle_ticket,
+    recover,
+    support_script,
+)
+
+PROVIDERS = (ProviderSpec("model"), ProviderSpec("payments"), ProviderSpec("email"))
+
+
+def support_case() -> Scenario:
+    return Scenario(
+        worker=handle_ticket,
+        recover=recover,
+        messages=(TICKET,),
+        providers=PROVIDERS,
+        authorities=default_authorities([TICKET], PROVIDERS),
+        model=support_script(reask_amount=2000),
+        setup=create_charge,
+    )
+
+
+def test_the_points_of_a_tool_loop(tmp_path: Path) -> None:
+    """Three model calls over loopback, two of them answered with a tool call; two tool calls
+    through the reference ``guarded_call``, which marks A, B and C itself: ``model.tool_call``
+    twice, and A, B and C twice each. An automatic A before a model's POST (each of the last
+    two comes after a commit), or a C at a model's answer, would count more."""
+    golden = run_case(support_case(), Schedule((Deliver(0),)), base_dir=tmp_path)
+    assert golden.passed, golden.violations
+    reached = golden.delivery_hits[0]
+    assert (reached["model.tool_call"], reached["A"], reached["B"], reached["C"]) == (2, 2, 2, 2)
+    assert (golden.model_calls, golden.model_reasks) == (3, 0)
+    assert golden.generations == {0: {"model": 3}}
+
+
+def test_killed_after_the_model_chose_nothing_is_sent_and_the_model_is_asked_again(
+    tmp_path: Path,
+) -> None:
+    case = support_case()
+    golden = run_case(case, Schedule((Deliver(0),)), base_dir=tmp_path)
+    result = run_case(
+        case, Schedule((Deliver(0, kill=KillAt("model.tool_call", 1)),)), base_dir=tmp_path,
+        expected=golden.expected_effects,
+    )
+    assert result.passed, result.violations
+    lines = result.timeline.splitlines()
+    kill = next(i for i, line in enumerate(lines) if "killed at model.tool_call (hit 1)" in line)
+    refunds = [i for i, line in enumerate(lines) if "refunds.create" in line]
+    assert refunds and all(i > kill for i in refunds)  # worker-1 sent nothing
+    assert "turn 0, asked again (2nd time): refund_charge(" in result.timeline
+    assert "amount=2000" in result.timeline  # the other amount, refunded once
+    assert result.model_reasks == 1
+
+
+def test_a_script_with_no_answer_fails_the_test_in_one_line(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_agent=textwrap.dedent(
+            """
+            import pytest
+            from fake_providers import Script, call
+            from scenarios.support_agent import TICKET, create_charge, handle_ticket, CHARGE_ID
+
+            PROVIDERS = ["model", "payments", "email"]
+
+
+            @pytest.mark.crashpoints(points="B", providers=PROVIDERS, mode="exhaustive")
+            def test_short_script(crashpoints):
+                crashpoints.run(worker=handle_ticket, messages=[TICKET], setup=create_charge,
+                                model=Script([call("refund_charge", charge_id=CHARGE_ID,
+                                                   amount=1500)]))
+
+
+            @pytest.mark.crashpoints(points="B", providers=PROVIDERS, mode="exhaustive")
+            def test_no_script(crashpoints):
+                crashpoints.run(worker=handle_ticket, messages=[TICKET])
+            """
+        )
+    )
+    root = Path(__file__).resolve().parents[2]
+    result = pytester.runpytest_subprocess(
+        "-p", "crashpoints", "-p", "no:randomly", f"--rootdir={pytester.path}",
+        "-o", f"pythonpath={root}",
+    )
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines([
+        "*crashpoints: test_agent.py::test_short_script: the model's script has no answer for "
+        "what worker-1 asked (chat.completions, turn 1): the script ran out of turns: the "
+        "agent asked for turn 1 *add a turn*",
+        "*crashpoints: test_agent.py::test_no_script: the marker names the 'model' provider "
+        "but no script says what it answers; pass model=Script(*",
+    ])
+    assert "Traceback" not in result.stdout.str()
