@@ -25,7 +25,8 @@ For tools built on pytest-crashpoints and for tests that steer processes themsel
 - what a case leaves behind (:class:`Evidence`, :class:`ProviderRequest`, :class:`History`) and
   the invariants checked on it (:data:`INVARIANTS`, :func:`check_all`, :class:`Violation`);
 - fail points without user code, installed inside a worker process: A, B and C at the wire of
-  any Python HTTP client talking to a loopback server that writes preambles
+  any Python HTTP client talking to a loopback server that writes preambles, and
+  ``model.tool_call`` (:data:`MODEL_POINT`) when a model's answer that calls a tool arrives
   (:func:`install_wire_hooks`, :func:`encode_preamble`, :func:`decode_preamble`) and
   ``db.commit``/``db.committed`` around every SQLite commit (:func:`install_commit_hooks`,
   :data:`COMMIT_POINTS`).
@@ -69,7 +70,17 @@ from ._harness.schedule import (
 from ._harness.token import Token, read_token, replay_token
 from ._harness.world import World
 from ._inject.commits import install_commit_hooks
-from ._inject.failpoints import COMMIT_POINTS, CRASH_POINTS, Count, Fault, Hit, Kill, Pause, Raise
+from ._inject.failpoints import (
+    COMMIT_POINTS,
+    CRASH_POINTS,
+    MODEL_POINT,
+    Count,
+    Fault,
+    Hit,
+    Kill,
+    Pause,
+    Raise,
+)
 from ._inject.wire import decode_preamble, encode_preamble, install_wire_hooks
 from ._process.clock import HARNESS_EPOCH, HarnessClock
 from ._process.delivery import (
@@ -88,6 +99,7 @@ from ._process.worker import run_worker, start_worker
 __all__ = [
     "COMMIT_POINTS",
     "CRASH_POINTS",
+    "MODEL_POINT",
     "HARNESS_EPOCH",
     "INVARIANTS",
     "Advance",
