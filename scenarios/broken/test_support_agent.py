@@ -18,7 +18,7 @@ import pytest
 
 pytest.importorskip("openai", reason="the openai SDK is an agents extra: pip install -e .[agents]")
 
-from scenarios.support_agent import (  # noqa: E402
+from scenarios.support_agent import (
     TICKET,
     create_charge,
     handle_ticket,

@@ -11,16 +11,16 @@ import pytest
 
 pytest.importorskip("openai", reason="the openai SDK is an agents extra: pip install -e .[agents]")
 
-from pytest_crashpoints import ProviderSpec  # noqa: E402
-from pytest_crashpoints._plugin.fixture import default_authorities  # noqa: E402
-from pytest_crashpoints.harness import (  # noqa: E402
+from pytest_crashpoints import ProviderSpec
+from pytest_crashpoints._plugin.fixture import default_authorities
+from pytest_crashpoints.harness import (
     Deliver,
     KillAt,
     Scenario,
     Schedule,
     run_case,
 )
-from scenarios.support_agent import (  # noqa: E402
+from scenarios.support_agent import (
     TICKET,
     create_charge,
     handle_ticket,

@@ -286,8 +286,9 @@ def test_an_answer_is_a_read_that_names_the_tools_it_calls(model: Model, connect
     model.keys.set_signing_secret("s")
     from fake_providers import derive_key
 
+    worker_key = derive_key("sk-model", "worker-1", signing_secret="s")
     answer = connect(model).post(
-        "/v1/chat/completions", headers=auth(derive_key("sk-model", "worker-1", signing_secret="s")),
+        "/v1/chat/completions", headers=auth(worker_key),
         json={"model": "m", "messages": ASK, "tools": [REFUND_TOOL]})
     [record] = model.journal.requests()
     assert (record.kind, record.effect_applied, record.label) == ("read", False, "worker-1")
