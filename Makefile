@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-fast gate lint typecheck clean bench
+.PHONY: test test-fast gate lint typecheck clean bench bound2
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ test-fast: $(STAMP)
 
 gate: $(STAMP)
 	$(BIN)/crashpoints gate scenarios -- -n auto
+
+# Every schedule of up to two faults on a two-call, two-provider message (five to ten minutes).
+bound2: $(STAMP)
+	$(BIN)/python -m scenarios.bound2
 
 # Benchmarks: writes bench/results.json and the table in docs/performance.md.
 # BENCH_ARGS=--quick for a smoke run, BENCH_ARGS='--only 1,3' for some items.

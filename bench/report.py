@@ -57,6 +57,14 @@ MEASURED = """\
    hour, so they were not run.
 7. **Scaling**: the item-1 case with 1, 4 and 16 tool calls in the message (killed at the
    last call's B), and a four-message case with 1, 2 and 4 of its deliveries killed at B.
+8. **Worker wall-time pin**: freezegun (`freeze_time(t, tick=True).start()`) against
+   time-machine (`travel(t, tick=True).start()`), with the public API of each only, in
+   children forked from a parent that imported what a crash test imports: the start cost
+   (median and max over the forks), the cost of moving an inherited pin, and ten checks a
+   real agent relies on (wall time starts at the harness time and moves across a sleep;
+   `monotonic()` and `perf_counter()` are real; a 200 ms deadline loop ends; `asyncio.sleep`
+   and `wait_for(timeout=)` work; an advance jumps wall time but not `monotonic()`; a thread
+   the worker starts, and a reference to `time.time` taken before the pin, see the pin).
 """
 
 
@@ -111,17 +119,25 @@ KNOWN_COSTS = """\
 
 What the profiles found, what was changed, and what is left.
 
-**Pinning wall time cost most of every process.** `pin_wall_time`
-calls freezegun's `freeze_time(...).start()` in every worker and recovery process, which walks
-every loaded module (and, in a fresh child, imports whatever lazily loaded modules answer
-`getattr`): 60-80 ms per process. The parent now imports what workers import and fills
-freezegun's per-module cache once (`prime_wall_time_pins`), so forked children inherit
-it: about 10 ms per process were left.
+**Pinning wall time: time-machine, not freezegun (item 8).** A worker's wall time must start
+at the harness clock and move on (agents have timeouts, deadlines and backoff), while harness
+advances still jump it. freezegun with `tick=True` does that at a price: its `start()` walks
+every loaded module to patch references to the time functions (about 60 ms per fresh worker;
+the harness used to fill freezegun's private per-module cache in the parent to get it down,
+which no longer happens), and it fakes `monotonic()` and `perf_counter()` too, so a jump of
+the wall clock jumped them as well (a 400 s advance expired every deadline at once), a thread
+the worker started saw real time (freezegun ignores calls from `threading`), and a reference
+to `time.time` held outside a module attribute was never patched. time-machine patches the C
+functions themselves: about 0.5 ms to start, the real `monotonic()`, `perf_counter()` and
+`sleep()`, and every check of item 8 passed. The harness switched; freezegun stays a
+development dependency of the bench only.
 
-**Fork from a pinned process.** Those 10 ms were freezegun re-hashing `dir()` of
-every module. `explore()` and `run_case()` now start their workers from a fork server
-(`harness.fork_server`): a worker of the harness that pins itself once and forks each worker on
-request; a worker only moves the inherited pin. Requests travel pickled (the C pickler, dill
+**Fork from a pinned process.** `explore()` and `run_case()` start their workers from a fork
+server (`harness.fork_server`): a worker of the harness that pins itself once and forks each
+worker on request; a worker only moves the inherited pin. (It was built when each pin cost
+about 10 ms after the cache priming; with time-machine the pin is cheap, and the server stays
+for what else it saves: a worker forked from a small, `gc.freeze`d process copies fewer pages.)
+Requests travel pickled (the C pickler, dill
 for closures; the scenario's callables and messages by reference to the server's copy); a
 request that cannot be pickled is started directly. The lifetime guarantees hold one level
 down: each worker leads its own process group, `PR_SET_PDEATHSIG` ties it to the server and

@@ -27,15 +27,22 @@ a saved answer replayed, request id, key label, idempotency key and provider nam
 
 :data:`PROVIDERS` maps each provider's name to its class: the harness reads it, and this
 package imports nothing of the harness.
+
+Your own provider: :class:`HttpApi` describes any HTTP API as routes (:class:`Effect`,
+:class:`Lookup`, :class:`Search`) and builds its fake with all of the above;
+``HttpApi.recording(name)`` fakes any REST API with no routes described, and
+:func:`openapi` builds one from an OpenAPI 3 document.
 """
 
 from ._deploy import Deploy
 from ._email import Email
 from ._faults import ActiveFault, Faults
+from ._http_api import Effect, HttpApi, Lookup, Search
 from ._journal import EffectRecord, Journal, RequestRecord
 from ._keys import ApiKey, Keys, derive_key
 from ._mock import mock, transport
 from ._model import Model, ModelCall
+from ._openapi import openapi
 from ._payments import Payments
 from ._provider import ATTEMPT_HEADER, CORRELATION_HEADER, TENANT_HEADER, Provider, ResponseInfo
 from ._script import Conversation, Message, ModelTurn, Script, ToolCall, call, say
@@ -57,7 +64,11 @@ __all__ = [
     "Conversation",
     "Deploy",
     "Email",
+    "Effect",
     "EffectRecord",
+    "HttpApi",
+    "Lookup",
+    "Search",
     "PROVIDERS",
     "Faults",
     "Preamble",
@@ -79,6 +90,7 @@ __all__ = [
     "call",
     "derive_key",
     "mock",
+    "openapi",
     "say",
     "serve",
     "transport",

@@ -45,14 +45,15 @@ Payload hash: ``args_hash`` of the parsed form parameters (nested as Stripe nest
 from __future__ import annotations
 
 import json
-import os
 import re
-import sqlite3
 import urllib.parse
 from typing import Any
 
 import httpx
 
+from ._idempotency import release as _release_key
+from ._idempotency import reserve as _reserve_key
+from ._idempotency import saver as _saver
 from ._provider import Call, EffectDraft, Provider, Reply, Route, json_body, payload_hash
 
 __all__ = ["Payments"]
@@ -127,30 +128,6 @@ def _listify(node: dict[str, Any]) -> dict[str, Any]:
                 v = [v[key] for key in sorted(v, key=int)]
         out[k] = v
     return out
-
-
-def _process_start(pid: int) -> str | None:
-    """The start time of a live process (Linux ``/proc``), or None if it is gone or a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    if fields[0] in ("Z", "X"):
-        return None
-    return fields[19]
-
-
-def _owner_alive(pid: int, start: str | None) -> bool:
-    if os.path.isdir("/proc"):
-        return start is not None and _process_start(pid) == start
-    try:  # pragma: no cover - non-Linux fallback: the pid alone
-        os.kill(pid, 0)
-    except ProcessLookupError:  # pragma: no cover
-        return False
-    except PermissionError:  # pragma: no cover
-        return True
-    return True  # pragma: no cover
 
 
 class Payments(Provider):
@@ -252,78 +229,26 @@ class Payments(Provider):
         if reply.status in (400, 404):  # refused before executing: Stripe saves nothing
             self._release(call, idem)
             return reply
-        tenant = call.tenant_id
-
-        def save(conn: sqlite3.Connection, final: Reply) -> None:
-            conn.execute(
-                "UPDATE idempotency SET state='done', owner_pid=NULL, owner_start=NULL, "
-                "status=?, headers=?, body=? WHERE tenant_id=? AND key=?",
-                (final.status, json.dumps(final.headers), final.body, tenant, idem),
-            )
-
-        reply.on_commit = save
+        reply.on_commit = _saver(call, idem)
         return reply
 
     def _reserve(self, call: Call, key: str, params_hash: str, base: Reply) -> Reply | None:
         """Claim ``key`` for this request, or answer now (replay, mismatch, in use)."""
-        me, my_start = os.getpid(), _process_start(os.getpid())
-        with self.journal.transaction() as conn:
-            conn.execute(
-                "DELETE FROM idempotency WHERE tenant_id=? AND created_at<?",
-                (call.tenant_id, call.now - call.settings.retention),
-            )
-            row = conn.execute(
-                "SELECT params_hash, state, owner_pid, owner_start, status, headers, body "
-                "FROM idempotency WHERE tenant_id=? AND key=?",
-                (call.tenant_id, key),
-            ).fetchone()
-            if row is None:
-                conn.execute(
-                    "INSERT INTO idempotency(tenant_id, key, params_hash, state, owner_pid, "
-                    "owner_start, created_at) VALUES (?, ?, ?, 'in_flight', ?, ?, ?)",
-                    (call.tenant_id, key, params_hash, me, my_start, call.now),
-                )
-                return None
-            if row["state"] == "in_flight":
-                if _owner_alive(row["owner_pid"], row["owner_start"]):
-                    return self._with(base, self.error(
-                        409,
-                        "There is currently another in-progress request using this "
-                        f"idempotency key ({key!r}). Please try again later.",
-                        code="idempotency_key_in_use",
-                    ))
-                # The owner died mid-request (a killed worker): nothing was applied under this
-                # key, because effect and saved response commit together. Take it over.
-                conn.execute(
-                    "UPDATE idempotency SET params_hash=?, owner_pid=?, owner_start=?, "
-                    "created_at=? WHERE tenant_id=? AND key=?",
-                    (params_hash, me, my_start, call.now, call.tenant_id, key),
-                )
-                return None
-            if row["params_hash"] != params_hash:
-                return self._with(base, self.error(
-                    400,
-                    "Keys for idempotent requests can only be used with the same parameters "
-                    f"they were first used with. Try using a key other than {key!r} if you "
-                    "meant to execute a different request.",
-                    type="idempotency_error",
-                ))
-            headers = dict(json.loads(row["headers"]))
-            headers["Idempotent-Replayed"] = "true"
-            headers["Original-Request"] = headers.get(self.request_id_header, "")
-            replay = self._with(base, Reply(row["status"], bytes(row["body"]), headers))
-            replay.replayed = True
-            replay.object_id = _named_object(json.loads(replay.body))
-            replay.aliases = (replay.object_id,) if replay.object_id else ()
-            return replay
+        answer = _reserve_key(
+            self, call, key, params_hash,
+            in_use=lambda message: self.error(409, message, code="idempotency_key_in_use"),
+            mismatch=lambda message: self.error(400, message, type="idempotency_error"),
+        )
+        if answer is None:
+            return None
+        answer = self._with(base, answer)
+        if answer.replayed:
+            answer.object_id = _named_object(json.loads(answer.body))
+            answer.aliases = (answer.object_id,) if answer.object_id else ()
+        return answer
 
     def _release(self, call: Call, key: str) -> None:
-        with self.journal.transaction() as conn:
-            conn.execute(
-                "DELETE FROM idempotency WHERE tenant_id=? AND key=? AND state='in_flight' "
-                "AND owner_pid=?",
-                (call.tenant_id, key, os.getpid()),
-            )
+        _release_key(self, call, key)
 
     @staticmethod
     def _with(base: Reply, answer: Reply) -> Reply:

@@ -24,7 +24,12 @@ if TYPE_CHECKING:
         guarded_call,
     )
     from ._harness.context import Context, ProviderSpec
-    from ._harness.reference import reference_recovery, reference_worker
+    from ._harness.reference import (
+        reference_recovery,
+        reference_recovery_async,
+        reference_worker,
+        reference_worker_async,
+    )
     from ._harness.report import ExplorationReport
     from ._inject.failpoints import crashpoint, crashpoint_context
     from ._inject.transport import AsyncCrashTransport, CrashTransport
@@ -62,6 +67,8 @@ _HOME = {
     "ExplorationReport": "._harness.report",
     "reference_worker": "._harness.reference",
     "reference_recovery": "._harness.reference",
+    "reference_worker_async": "._harness.reference",
+    "reference_recovery_async": "._harness.reference",
     "CrashpointsFixture": "._plugin.fixture",
     "CrashpointsError": ".errors",
     "ProviderRejected": ".errors",
@@ -202,5 +209,7 @@ __all__ = [
     "guarded_call",
     "recover",
     "reference_recovery",
+    "reference_recovery_async",
     "reference_worker",
+    "reference_worker_async",
 ]

@@ -23,7 +23,8 @@ For tools built on pytest-crashpoints and for tests that steer processes themsel
   one of each kind (:func:`covering_schedules`)
   or a Hypothesis strategy of them (:func:`schedules`);
 - what a case leaves behind (:class:`Evidence`, :class:`ProviderRequest`, :class:`History`) and
-  the invariants checked on it (:data:`INVARIANTS`, :func:`check_all`, :class:`Violation`);
+  the invariants checked on it (:data:`INVARIANTS`, :func:`check_all`, :class:`Violation`),
+  and invariants of your own (:data:`Invariant`, :func:`check_own`);
 - fail points without user code, installed inside a worker process: A, B and C at the wire of
   any Python HTTP client talking to a loopback server that writes preambles, and
   ``model.tool_call`` (:data:`MODEL_POINT`) when a model's answer that calls a tool arrives
@@ -45,7 +46,7 @@ from ._harness.evidence import (
 )
 from ._harness.explore import CrashSettings, explore
 from ._harness.history import History
-from ._harness.invariants import INVARIANTS, Violation, check_all, unchecked
+from ._harness.invariants import INVARIANTS, Invariant, Violation, check_all, check_own, unchecked
 from ._harness.report import ExplorationReport, Failure, render_failure
 from ._harness.rundir import RunDir
 from ._harness.scenario import Scenario
@@ -124,6 +125,7 @@ __all__ = [
     "History",
     "Hit",
     "Incident",
+    "Invariant",
     "Kill",
     "KillAt",
     "Killed",
@@ -154,6 +156,7 @@ __all__ = [
     "Worker",
     "World",
     "check_all",
+    "check_own",
     "covering_schedules",
     "decode_preamble",
     "deliver_concurrently",

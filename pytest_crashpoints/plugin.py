@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from ._plugin.options import SessionOptions, add_options, read_options
 from ._plugin.report import REPORT_ATTR
+
+if TYPE_CHECKING:
+    from ._plugin.fixture import CrashpointsFixture
 
 MARKER_HELP = (
     "crashpoints(points='ABCDEF', *, providers=(), mode=None, max_examples=None, "
@@ -38,6 +41,12 @@ fixture_key = pytest.StashKey[Any]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from ._plugin import hooks
+
+    pluginmanager.add_hookspecs(hooks)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -100,7 +109,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 @pytest.fixture
-def crashpoints(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+def crashpoints(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[CrashpointsFixture]:
     """Run this test's worker under crash schedules: ``crashpoints.run(worker=..., ...)``."""
     from ._plugin.fixture import CrashpointsFixture
     from ._plugin.marker import CrashMarker
@@ -115,6 +124,11 @@ def crashpoints(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
         options=item.config.stash[options_key],
         seed=item.config.stash[seed_key],
         base_dir=tmp_path,
+        hooked_invariants=tuple(
+            check
+            for checks in item.ihook.pytest_crashpoints_invariants(item=item)
+            for check in checks or ()
+        ),
     )
     item.stash[fixture_key] = fixture
     yield fixture
@@ -132,13 +146,15 @@ def pytest_runtest_makereport(
     if call.when == "call" and fixture is not None and fixture.report is not None:
         data = fixture.report.to_json()
         data["expect"] = list(fixture.marker.expect)
+        # The gate holds a test to its coverage only if the test itself is strict.
+        data["strict_coverage"] = bool(fixture.settings().strict_coverage)
         if fixture.marker.expect and report.passed:
             data["verdict"] = "caught"  # broken on purpose, and the harness found it
         setattr(report, REPORT_ATTR, json.dumps(data))
     return report
 
 
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):
         return
     from ._plugin.report import collect, write_report
@@ -146,7 +162,19 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     results = collect(terminalreporter)
     options = config.stash.get(options_key, None)
     if options is not None and options.report:
-        write_report(Path(options.report), results, seed=config.stash[seed_key])
+        try:
+            write_report(
+                Path(options.report),
+                results,
+                seed=config.stash[seed_key],
+                interrupted=exitstatus == pytest.ExitCode.INTERRUPTED,
+            )
+        except OSError as exc:  # checked at start-up, but the disk may have changed since
+            terminalreporter.write_line(
+                f"crashpoints: could not write the report to {options.report!r}: "
+                f"{exc.strerror or exc}; check --crashpoints-report.",
+                red=True,
+            )
     if not results:
         return
     from ._plugin.summary import summary_lines

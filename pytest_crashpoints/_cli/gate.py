@@ -8,18 +8,23 @@ violation, unreached declared point or uncaught broken agent.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
+from ..errors import CrashpointsError
 from .report import load_report, render_markdown, render_table, report_totals
 
-__all__ = ["GATE_ERROR", "gate", "run_pytest"]
+__all__ = ["GATE_ERROR", "PytestRun", "gate", "run_pytest", "write_atomically"]
 
 GATE_ERROR = 2
-NO_TESTS_COLLECTED = 5  # pytest.ExitCode.NO_TESTS_COLLECTED
+INTERRUPTED = 2  # pytest.ExitCode.INTERRUPTED
 
 
 def gate(
@@ -31,39 +36,83 @@ def gate(
     pytest_args: Sequence[str] = (),
     out: TextIO | None = None,
 ) -> int:
-    """Run the crash suites under ``paths`` as a deployment gate; return the exit status."""
+    """Run the crash suites under ``paths`` as a deployment gate; return the exit status.
+
+    The reports of an earlier run stay where they are until the new ones are complete: pytest
+    writes to ``.new`` files beside them, which replace them only when crash tests ran.
+    """
     out = out or sys.stdout
     missing = [p for p in paths if not Path(p.split("::")[0]).exists()]
     if missing:
         print(f"crashpoints gate: error: no such path: {', '.join(missing)}", file=sys.stderr)
         return GATE_ERROR
-    report.unlink(missing_ok=True)
-    status = run_pytest(
-        [
-            "--crashpoints-strict-coverage",
-            f"--crashpoints-report={report}",
-            f"--junitxml={junit}",
-            *pytest_args,
-            *paths,
-        ]
-    )
-    if status == NO_TESTS_COLLECTED or not report.exists():
+    new_report, new_junit = _new(report), _new(junit)
+    try:
+        run = run_pytest(
+            [
+                "--crashpoints-strict-coverage",
+                f"--crashpoints-report={new_report}",
+                f"--junitxml={new_junit}",
+                *pytest_args,
+                *paths,
+            ]
+        )
+        return _conclude(run, paths, report, junit, markdown, new_report, new_junit, out)
+    finally:
+        new_report.unlink(missing_ok=True)
+        new_junit.unlink(missing_ok=True)
+
+
+def _conclude(
+    run: PytestRun,
+    paths: Sequence[str],
+    report: Path,
+    junit: Path,
+    markdown: Path,
+    new_report: Path,
+    new_junit: Path,
+    out: TextIO,
+) -> int:
+    status = run.status
+    if run.signal is not None and run.signal != signal.SIGINT:
         print(
-            f"crashpoints gate: error: no crash tests ran under {', '.join(paths)} "
-            f"(pytest exit {status}); mark tests with @pytest.mark.crashpoints(...).",
+            f"crashpoints gate: stopped by {run.signal.name}; pytest and every process it "
+            "started were ended, and the reports of the previous run were left as they were.",
             file=sys.stderr,
         )
-        return GATE_ERROR
-    document = load_report(report)
-    if not document["tests"]:
-        print("crashpoints gate: error: no crash tests ran.", file=sys.stderr)
+        return status
+    interrupted = run.signal is not None or status == INTERRUPTED
+    document = None
+    if new_report.is_file():
+        try:
+            document = load_report(new_report)
+        except CrashpointsError as exc:
+            print(f"crashpoints gate: error: {exc}", file=sys.stderr)
+            return GATE_ERROR
+    if document is None or not document["tests"]:
+        if interrupted:
+            print(
+                f"crashpoints gate: interrupted (pytest exit {status}) before any crash test "
+                "finished; the reports of the previous run were left as they were.",
+                file=sys.stderr,
+            )
+            return status
+        print(
+            f"crashpoints gate: error: no crash tests ran under {', '.join(paths)} "
+            f"(pytest exit {status}); mark tests with @pytest.mark.crashpoints(...). "
+            "No report was written.",
+            file=sys.stderr,
+        )
         return GATE_ERROR
     totals = report_totals(document["tests"])
     passed = (
         status == 0 and totals["failed"] == 0 and not totals["unreached"] and not totals["unkilled"]
     )
     text = render_markdown(document, passed=passed)
-    markdown.write_text(text, encoding="utf-8")
+    new_report.replace(report)
+    if new_junit.is_file():
+        new_junit.replace(junit)
+    write_atomically(markdown, text)
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if step_summary:
         with open(step_summary, "a", encoding="utf-8") as handle:
@@ -71,16 +120,143 @@ def gate(
     print("", file=out)
     print(render_table(document), file=out)
     print(f"report: {report}  junit: {junit}  summary: {markdown}", file=out)
+    if interrupted:
+        print(
+            f"crashpoints gate: interrupted (pytest exit {status}); the reports hold the "
+            f"{totals['tests']} crash test(s) that finished.",
+            file=out,
+        )
+        return status
     print(f"crashpoints gate: {'passed' if passed else 'FAILED'}", file=out)
     return 0 if passed else (status or 1)
 
 
-def run_pytest(args: Sequence[str]) -> int:
+def _new(path: Path) -> Path:
+    return path.with_name(path.name + ".new")
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename: a reader sees the old
+    file or the new one, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    try:
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class PytestRun:
+    """How the pytest run ended: its status (``128 + N`` if it died of signal N), and the
+    signal the gate received and passed on to it, if any."""
+
+    status: int
+    signal: signal.Signals | None
+
+
+#: The signals the gate passes on to pytest's process group.
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+# The guardian: it leads pytest's process group, ignores the signals the gate forwards, and
+# when its stdin closes (the gate ended, however it ended, SIGKILL included) kills the group.
+_GUARDIAN = (
+    "import os, signal\n"
+    "while os.read(0, 512):\n"
+    "    pass\n"
+    "os.killpg(0, signal.SIGKILL)\n"
+)
+
+
+def run_pytest(args: Sequence[str]) -> PytestRun:
     """Run pytest with the plugin in a fresh interpreter (so it imports, and rewrites,
-    everything itself); its output streams through. Returns its exit status."""
+    everything itself); its output streams through.
+
+    pytest runs in a process group of its own, led by a small guardian process that kills the
+    whole group when the gate ends, however it ends (SIGKILL included); on Linux pytest also
+    gets ``SIGKILL`` if the gate dies (``PR_SET_PDEATHSIG``). SIGINT, SIGTERM and SIGHUP sent
+    to the gate are passed on to the group, and the gate waits for pytest to end.
+    """
     import subprocess
 
     command = [sys.executable, "-m", "pytest", "-p", "crashpoints", *args]
-    return subprocess.run(command, check=False).returncode
+    read_end, write_end = os.pipe()
+    try:
+        guardian = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _GUARDIAN],
+            stdin=read_end,
+            preexec_fn=_lead_a_group,
+        )
+    finally:
+        os.close(read_end)
+    group = guardian.pid
+    received: list[signal.Signals] = []
+    sent = [0]
+    child: subprocess.Popen[bytes] | None = None
+
+    def forward_pending() -> None:
+        while sent[0] < len(received):
+            signum = received[sent[0]]
+            sent[0] += 1
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(group, signum)
+
+    def on_signal(signum: int, _frame: object) -> None:
+        received.append(signal.Signals(signum))
+        if child is not None:
+            forward_pending()
+
+    previous = _install(on_signal)
+    try:
+        prctl = _prctl()
+
+        def join_group() -> None:
+            os.setpgid(0, group)
+            for signum in FORWARDED:
+                signal.signal(signum, signal.SIG_DFL)
+            if prctl is not None:
+                prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+        child = subprocess.Popen(command, preexec_fn=join_group)
+        forward_pending()  # a signal that came while pytest was starting
+        code = child.wait()
+    finally:
+        if child is not None and child.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(group, signal.SIGKILL)
+            child.wait()
+        os.close(write_end)  # the guardian kills whatever pytest left in its group, and itself
+        guardian.wait()
+        _restore(previous)
+    status = 128 - code if code < 0 else code
+    return PytestRun(status, received[0] if received else None)
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _prctl() -> Any:
+    """libc's ``prctl`` on Linux, looked up before the fork (not in the child), else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True).prctl
+
+
+def _lead_a_group() -> None:
+    os.setpgid(0, 0)
+    for signum in FORWARDED:
+        signal.signal(signum, signal.SIG_IGN)  # ignored signals stay ignored across exec
+
+
+def _install(handler: Any) -> dict[signal.Signals, Any]:
+    if threading.current_thread() is not threading.main_thread():
+        return {}  # only the main thread may set handlers (a gate run from a test's thread)
+    return {signum: signal.signal(signum, handler) for signum in FORWARDED}
+
+
+def _restore(previous: dict[signal.Signals, Any]) -> None:
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)

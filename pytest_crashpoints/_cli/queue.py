@@ -35,7 +35,7 @@ def queue(path: Path, *, as_json: bool) -> int:
     if refusal is not None:
         return _fail(refusal)
     try:
-        with Ledger(path) as ledger:
+        with Ledger(path, read_only=True) as ledger:
             now = ledger.now()
             entries = ledger.queue(include_review=True)
     except CrashpointsError as exc:
@@ -80,7 +80,7 @@ def _refuse_to_open(path: Path) -> str | None:
             f"{path} is a SQLite database but not a pytest-crashpoints ledger (it has no ledger "
             "schema version); check the path."
         )
-    return None  # another non-zero version is refused by the Ledger itself, which changes nothing
+    return None  # the rest is refused by the read-only Ledger itself, which changes nothing
 
 
 _COLUMNS = (

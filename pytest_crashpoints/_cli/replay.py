@@ -27,9 +27,11 @@ def replay(token: str, *, pytest_args: Sequence[str] = ()) -> int:
             file=sys.stderr,
         )
         return GATE_ERROR
-    args = [read.nodeid, f"--crashpoints-replay={token}"]
+    args = [f"--crashpoints-replay={token}"]
     if read.seed is not None:
         args.append(f"--crashpoints-seed={read.seed}")
-    return run_pytest([*args, *pytest_args])
+    # The node id is already checked (no "-", no "@", relative, no ".."); "./" in front keeps
+    # pytest from ever reading it as an option or an arguments file.
+    return run_pytest([*args, *pytest_args, f"./{read.nodeid}"]).status
 
 

@@ -32,15 +32,60 @@ def load_report(path: Path) -> dict[str, Any]:
             f"{path} is a crashpoints report of format version {document.get('version')!r}; "
             f"this release reads version {REPORT_VERSION}. Use the release that wrote it."
         )
+    problem = _damage(document["tests"])
+    if problem is not None:
+        raise CrashpointsError(
+            f"{path} is a damaged crashpoints report ({problem}); run the tests again to "
+            "write a new one."
+        )
     return document
+
+
+# What the table, the Markdown and ``show`` read of each test: field -> accepted types.
+_TEST_FIELDS: dict[str, tuple[type, ...]] = {"nodeid": (str,), "cases": (int,), "coverage": (dict,)}
+_FAILURE_FIELDS: dict[str, tuple[type, ...]] = {
+    "schedule_text": (str,),
+    "violations": (list,),
+    "invariants": (list,),
+    "timeline": (str,),
+    "replay_command": (str,),
+}
+
+
+def _damage(tests: object) -> str | None:
+    """What is wrong with the ``tests`` of a report, in words, or None."""
+    if not isinstance(tests, list):
+        return "'tests' is not a list"
+    for index, test in enumerate(tests):
+        if not isinstance(test, dict):
+            return f"test {index} is not an object"
+        for name, types in _TEST_FIELDS.items():
+            if not isinstance(test.get(name), types) or isinstance(test.get(name), bool):
+                return f"test {index} has no valid {name!r}"
+        if not all(isinstance(row, dict) and "reached" in row for row in test["coverage"].values()):
+            return f"test {index} has a damaged 'coverage'"
+        for name in ("expect", "unreached", "unkilled"):
+            if not isinstance(test.get(name, []), list):
+                return f"test {index} has a damaged {name!r}"
+        failure = test.get("failure")
+        if failure is None:
+            continue
+        if not isinstance(failure, dict):
+            return f"the failure of test {index} is not an object"
+        for name, types in _FAILURE_FIELDS.items():
+            if not isinstance(failure.get(name), types):
+                return f"the failure of test {index} has no valid {name!r}"
+    return None
 
 
 def report_totals(tests: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     verdicts = [verdict_of(t) for t in tests]
     reached = sorted({p for t in tests for p, row in t["coverage"].items() if row["reached"]})
-    # Exploration stops at the first failure: only a test that ran to its end has gaps.
-    unreached = sorted({p for t in tests if not t.get("failure") for p in t.get("unreached", [])})
-    unkilled = sorted({p for t in tests if not t.get("failure") for p in t.get("unkilled", [])})
+    # Exploration stops at the first failure: only a test that ran to its end has gaps. A
+    # test marked strict_coverage=False accepted its gaps: they are listed, not held.
+    held = [t for t in tests if not t.get("failure") and t.get("strict_coverage", True)]
+    unreached = sorted({p for t in held for p in t.get("unreached", [])})
+    unkilled = sorted({p for t in held for p in t.get("unkilled", [])})
     return {
         "tests": len(tests),
         "cases": sum(int(t["cases"]) for t in tests),
@@ -53,13 +98,41 @@ def report_totals(tests: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _rows(tests: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str, str, str]]:
-    rows = []
+def why(test: Mapping[str, Any]) -> str:
+    """Why a test did not pass, in a few words ("" when it passed or was caught)."""
+    verdict = verdict_of(test)
+    failure = test.get("failure") or {}
+    if test.get("error"):
+        return f"error: {test['error']}"
+    if test.get("expect") and (verdict == "failed" or not failure):
+        found = set(failure.get("invariants", []))
+        if not set(test["expect"]) <= found:
+            return "broken agent not caught"
+    if verdict != "failed":
+        return ""
+    if failure.get("invariants"):
+        return "invariant violated"
+    if failure:
+        return "harness error"
+    strict = test.get("strict_coverage", True)
+    gaps = []
+    if strict and test.get("unreached"):
+        gaps.append(f"never reached: {', '.join(test['unreached'])}")
+    if strict and test.get("unkilled"):
+        gaps.append(f"never killed: {', '.join(test['unkilled'])}")
+    if strict and test.get("unchecked"):
+        gaps.append("not checked: the ledger view reads too little")
+    return "; ".join(gaps) or "the test failed (see pytest's output)"
+
+
+def _rows(tests: Sequence[Mapping[str, Any]]) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = []
     for test in tests:
         failure = test.get("failure") or {}
         found = ", ".join(str(n) for n in failure.get("invariants", [])) or "-"
         expected = ", ".join(str(n) for n in test.get("expect", [])) or "-"
-        rows.append((test["nodeid"], verdict_of(test), str(test["cases"]), expected, found))
+        row = (test["nodeid"], verdict_of(test), str(test["cases"]), expected, found, why(test))
+        rows.append(row)
     return rows
 
 
@@ -67,7 +140,7 @@ def render_table(document: Mapping[str, Any]) -> str:
     """The plain-text summary the gate prints."""
     tests = document["tests"]
     totals = report_totals(tests)
-    header = ("test", "verdict", "cases", "expected", "violations")
+    header = ("test", "verdict", "cases", "expected", "violations", "why")
     rows = [header, *_rows(tests)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = [
@@ -92,24 +165,37 @@ def render_markdown(document: Mapping[str, Any], *, passed: bool) -> str:
     tests = document["tests"]
     totals = report_totals(tests)
     status = "passed" if passed else "FAILED"
-    lines = [
-        f"## crashpoints gate: {status}",
-        "",
+    lines = [f"## crashpoints gate: {status}", ""]
+    if document.get("interrupted"):
+        lines = [
+            "## crashpoints gate: interrupted",
+            "",
+            "The run was interrupted: only the crash tests that finished are listed.",
+            "",
+        ]
+    lines += [
         f"{totals['tests']} tests, {totals['cases']} crash cases (seed {document.get('seed')}): "
         f"{totals['passed']} passed, {totals['caught']} broken agents caught, "
         f"{totals['failed']} failed.",
         "",
-        "| test | verdict | cases | expected | violations |",
-        "|---|---|---|---|---|",
+        "| test | verdict | cases | expected | violations | why |",
+        "|---|---|---|---|---|---|",
     ]
-    lines += [f"| `{n}` | {v} | {c} | {e} | {f} |" for n, v, c, e, f in _rows(tests)]
+    for nodeid, *cells, reason in _rows(tests):
+        lines.append(f"| `{nodeid}` | {' | '.join(cells)} | {reason or '-'} |")
     lines += ["", f"Points reached: {', '.join(totals['reached']) or 'none'}."]
     if totals["unreached"]:
         lines.append(f"Declared but never reached: {', '.join(totals['unreached'])}.")
     if totals["unkilled"]:
         lines.append(f"Reached but never killed: {', '.join(totals['unkilled'])}.")
     for test in tests:
+        unchecked = test.get("unchecked") or []
+        if unchecked and not test.get("failure"):
+            lines += ["", f"Not checked in `{test['nodeid']}` (the ledger view reads too little):"]
+            lines += [f"- {what}" for what in unchecked]
         failure = test.get("failure")
+        if test.get("error") and not failure:
+            lines += ["", f"### `{test['nodeid']}`", "", str(test["error"])]
         if failure and verdict_of(test) == "failed":
             lines += [
                 "",

@@ -23,6 +23,13 @@ def show(path: Path, *, out: TextIO | None = None) -> int:
         print(f"crashpoints show: error: {exc}", file=sys.stderr)
         return GATE_ERROR
     print(render_table(document), file=out)
+    for test in document["tests"]:
+        if test.get("error") and not test.get("failure"):
+            title = f"{test['nodeid']} ({verdict_of(test)})"
+            print("", file=out)
+            print(title, file=out)
+            print("=" * len(title), file=out)
+            print(test["error"], file=out)
     failures = [t for t in document["tests"] if t.get("failure")]
     for test in failures:
         failure = test["failure"]

@@ -28,7 +28,7 @@ from pathlib import Path
 from .context import CaseEnv
 from .evidence import Evidence, ExpectedEffect, ProviderRequest, RecoveryRerun
 from .history import History
-from .invariants import Violation, check_all, unchecked
+from .invariants import Violation, check_all, check_own, unchecked
 from .linking import stored_links
 from .quiet import QUIET_ROUNDS, QUIET_STEP, killed_recovery_diff, needs_recovery, quiet, snapshot
 from .scenario import Scenario
@@ -97,7 +97,8 @@ def _generations(requests: Sequence[ProviderRequest]) -> dict[int, dict[str, int
 
     counts: dict[int, dict[str, int]] = {}
     for request in requests:
-        if request.message is not None and PROVIDERS[request.provider].is_model:
+        model = PROVIDERS.get(request.provider)
+        if request.message is not None and model is not None and model.is_model:
             made = counts.setdefault(request.message, {})
             made[request.provider] = made.get(request.provider, 0) + 1
     return counts
@@ -148,6 +149,7 @@ def _run(
 ) -> CaseResult:
     world = World(scenario, env)
     run = CaseRun(world)
+    run.fault_free = not schedule.faults
     try:
         run.observe("set-up")
         for run.step, step in enumerate(schedule.steps, start=1):
@@ -199,6 +201,18 @@ def _run(
             rerun=RecoveryRerun(ledger_changes, new_requests, killed_diff, killed_at),
             ledger_columns=getattr(view, "provides", None),
         )
+        evidence = dataclasses.replace(
+            evidence,
+            timeline=run.history.timeline(
+                events=evidence.events,
+                requests=requests,
+                keys={
+                    name: a.attempt_id
+                    for a in evidence.attempts
+                    for name in stored_links(a, evidence)
+                },
+            ),
+        )
         calls = world.model_calls()
         broken = next((c for c in calls if c.error), None)
         if broken is not None:
@@ -209,21 +223,22 @@ def _run(
                 f"{(broken.label or '').rpartition('.')[0] or 'a process'} "
                 f"asked ({broken.api}, turn {broken.turn}): {broken.error}"
             )
-        violations = tuple(check_all(evidence))
+        own, failed_checks = check_own(evidence, scenario.invariants)
+        violations = (*check_all(evidence), *own)
+        run.errors += failed_checks
+        if expected is None and not schedule.faults and not requests:
+            run.errors.append(
+                "the fault-free run made no request to any provider: no worker reached a tool "
+                "call, so no schedule can test one. Check that the worker calls the providers "
+                "of the marker (an async def worker's calls awaited, its tasks awaited) and "
+                "that each message reaches its work."
+            )
         return CaseResult(
             schedule=schedule,
             violations=violations,
             errors=tuple(run.errors),
             history=run.history,
-            timeline=run.history.timeline(
-                events=evidence.events,
-                requests=requests,
-                keys={
-                    name: a.attempt_id
-                    for a in evidence.attempts
-                    for name in stored_links(a, evidence)
-                },
-            ),
+            timeline=evidence.timeline,
             fingerprint=_digest(again),
             state=tuple(again),
             hits=dict(run.hits),

@@ -8,7 +8,8 @@ connection, no client) crosses a fork or a spawn. The context hands out:
 - ``ctx.base_url(provider)`` and ``ctx.api_key(provider, task_id)``: where a provider is and
   the credential this process uses for a task, for any HTTP client or SDK (also in the
   environment as ``CRASHPOINTS_<PROVIDER>_URL`` and ``CRASHPOINTS_<PROVIDER>_KEY``);
-- ``ctx.client(provider, task_id)``: an httpx client that reaches the provider in-process;
+- ``ctx.client(provider, task_id)``: an httpx client that reaches the provider in-process
+  (``ctx.async_client(...)``: the same for async code);
 - ``ctx.ledger``: the reference ledger of the case, on the harness clock;
 - ``ctx.authority(task_id)``: the task's authority *now* (``None`` once revoked);
 - ``ctx.tasks()`` and ``ctx.messages()``: the case's work, for recovery;
@@ -34,7 +35,7 @@ from ..errors import CrashpointsError
 if TYPE_CHECKING:
     import httpx
 
-    from fake_providers import Provider
+    from fake_providers import HttpApi, Provider
 
     from .._agent.recovery import RecoveryAction, RecoveryPolicy
     from .._ledger.sqlite import Ledger
@@ -57,18 +58,67 @@ __all__ = [
 class ProviderSpec:
     """A fake provider in a case, and how it behaves.
 
-    ``idempotency`` (payments only) simulates a provider without idempotency support when
-    False; ``search_lag`` is how far (harness seconds) its searches lag behind writes.
+    ``name`` is a bundled provider's (``"payments"``, ``"email"``, ``"tickets"``,
+    ``"deploy"``), or your own's with ``api``: the :class:`~fake_providers.HttpApi` that
+    describes it (``ProviderSpec(chat.name, api=chat, search_lag=5.0)``; the marker also takes
+    the ``HttpApi`` itself). ``idempotency=False`` simulates a provider without idempotency
+    support (payments, or an API with an idempotency header); ``search_lag`` is how far
+    (harness seconds) its searches lag behind writes.
     """
 
     name: str
     idempotency: bool = True
     search_lag: float = 30.0
     retention: float = 24 * 3600.0
+    api: HttpApi | None = None
+
+    def __post_init__(self) -> None:
+        if self.api is not None and self.api.name != self.name:
+            raise CrashpointsError(
+                f"ProviderSpec({self.name!r}, api={self.api!r}): the name must be the API's "
+                f"own, {self.api.name!r}."
+            )
 
     @property
     def idempotent(self) -> bool:
+        """Whether the provider honours idempotency keys in this case."""
+        if self.api is not None:
+            return self.api.idempotency_header is not None and self.idempotency
         return self.name == "payments" and self.idempotency
+
+    @property
+    def has_lookup(self) -> bool:
+        """Whether a client can ask the provider whether an effect happened."""
+        if self.api is not None:
+            return self.api.has_lookup
+        from fake_providers import PROVIDERS
+
+        return PROVIDERS[self.name].has_lookup
+
+    @property
+    def has_search(self) -> bool:
+        """Whether the provider has a search that lags behind its writes."""
+        if self.api is not None:
+            return self.api.has_search
+        from fake_providers import PROVIDERS
+
+        return PROVIDERS[self.name].has_search
+
+    @property
+    def is_model(self) -> bool:
+        """Whether the provider is a model (its answers are reads, generated from a script)."""
+        if self.api is not None:
+            return False
+        from fake_providers import PROVIDERS
+
+        return PROVIDERS[self.name].is_model
+
+    @property
+    def scopes(self) -> frozenset[str]:
+        """Every scope the provider's operations need."""
+        if self.api is not None:
+            return self.api.scopes
+        return frozenset({f"{self.name}:read", f"{self.name}:write"})
 
 
 #: How long the reference adapters assume a provider's search may lag behind its writes, at
@@ -166,15 +216,11 @@ class CaseEnv:
 
 def make_provider(env: CaseEnv, spec: ProviderSpec, clock: HarnessClock) -> Provider:
     """Open (or create) the fake provider of ``spec`` over its journal in ``env``."""
+    if spec.api is not None:
+        return spec.api.provider(env.journal_path(spec.name), clock=clock.now)
     from fake_providers import PROVIDERS
 
     return PROVIDERS[spec.name](env.journal_path(spec.name), clock=clock.now)
-
-
-def _is_model(provider: str) -> bool:
-    from fake_providers import PROVIDERS
-
-    return PROVIDERS[provider].is_model
 
 
 def _env_name(provider: str) -> str:
@@ -312,7 +358,7 @@ class Context:
                 env[f"CRASHPOINTS_{name}_URL"] = self.env.url(spec.name)
             if authority is not None:
                 env[f"CRASHPOINTS_{name}_KEY"] = self.api_key(spec.name, authority)
-            if _is_model(spec.name):
+            if spec.is_model:
                 # What an SDK or a framework built on one reads when nobody passes it a URL.
                 if self.env.urls:
                     env["OPENAI_BASE_URL"] = self.env.url(spec.name) + "/v1"
@@ -342,8 +388,7 @@ class Context:
 
         from .._inject.transport import CrashTransport
 
-        self.env.spec(provider)
-        if _is_model(provider):
+        if self.env.spec(provider).is_model:
             # The model answers from the script the harness holds: reach it where it serves.
             client = httpx.Client(
                 base_url=self.base_url(provider),
@@ -363,6 +408,37 @@ class Context:
         )
         self._clients[(provider, authority)] = client
         return client
+
+    def async_client(
+        self, provider: str, task_or_authority: str | Authority
+    ) -> httpx.AsyncClient:
+        """An ``httpx.AsyncClient`` for ``provider``, as :meth:`client` but for async code:
+        in-process, authenticated for the task, through the async crash transport. A new
+        client per call: use it in ``async with`` (or close it with ``await
+        client.aclose()``)."""
+        authority = self._authority_for(f"ctx.async_client({provider!r}, ...)", task_or_authority)
+        import httpx
+
+        import fake_providers
+
+        from .._inject.transport import AsyncCrashTransport
+
+        if self.env.spec(provider).is_model:
+            # The model answers from the script the harness holds: reach it where it serves.
+            return httpx.AsyncClient(
+                base_url=self.base_url(provider),
+                headers={"Authorization": f"Bearer {self.api_key(provider, authority)}"},
+                timeout=self.env.http_timeout,
+            )
+        target = self._providers[provider]
+        return httpx.AsyncClient(
+            base_url=target.base_url,
+            transport=AsyncCrashTransport(
+                fake_providers.transport(target), points=self.env.transport_points
+            ),
+            headers={"Authorization": f"Bearer {self.api_key(provider, authority)}"},
+            timeout=self.env.http_timeout,
+        )
 
     def adapters(self, *, search_lag_bound: float | None = None) -> dict[str, Any]:
         """The reference adapter of each provider of the case, keyed by tool name.

@@ -11,6 +11,8 @@ that cannot read every column says which ones it reads (``ledger_columns``).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import Any
 
 from .._ledger.authority import Authority
 from .._ledger.records import Attempt, Event, QueueEntry
@@ -38,6 +40,8 @@ class ProviderRequest:
     are the names the API gives what the request created or read (ids, numbers, URLs).
 
     ``note`` is what the provider says of it for a timeline (a model: the turn it answered).
+    ``body`` is the object an effect created, as the provider stored it.
+
     ``operation_key`` (the idempotency key or correlation id the client sent), ``args_hash``
     (an arguments hash the client declared in its payload) and ``attempt_id`` (a header
     naming the ledger attempt) are what the client chose to say: used to link ledger rows to
@@ -68,6 +72,9 @@ class ProviderRequest:
     #: What the provider says of the request, for the timeline (a model: the turn it
     #: answered, and how: ``turn 0: refund(charge='ch_1', amount=1500)``).
     note: str | None = None
+    #: What an effect created, as the provider stored it (a charge with its amount, a
+    #: message with its text); ``None`` for a request that applied no effect.
+    body: Mapping[str, Any] | None = dataclasses.field(default=None, compare=False, hash=False)
 
     @property
     def logical_hash(self) -> str | None:
@@ -141,6 +148,12 @@ class RecoveryRerun:
 class Evidence:
     """Everything one case left behind.
 
+    The providers' ground truth is ``requests`` (and ``effects``, those that applied one);
+    the ledger, read through its view, is ``attempts``, ``events`` and the ``observations``
+    between steps; ``incidents`` are what the harness did to the case (kills);
+    ``authority_history`` every task's authority over time. An invariant of your own reads
+    any of them.
+
     ``expected_effects`` is ``None`` for the fault-free run itself (there is nothing to
     compare it with yet). ``ledger_columns`` are the seed names the ledger view reads
     (``None``: all of them).
@@ -155,6 +168,9 @@ class Evidence:
     incidents: tuple[Incident, ...] = ()
     rerun: RecoveryRerun | None = None
     ledger_columns: frozenset[str] | None = None
+    #: The case's timeline, as a failure report shows it (what the harness did, the ledger's
+    #: events and the providers' requests, in harness time).
+    timeline: str = ""
 
     @property
     def effects(self) -> tuple[ProviderRequest, ...]:

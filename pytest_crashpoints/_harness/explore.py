@@ -24,6 +24,7 @@ from .._inject.failpoints import CRASH_POINTS
 from ..errors import CrashpointsError
 from .case import CaseResult, run_case
 from .evidence import ExpectedEffect
+from .invariants import invariant_key
 from .report import ExplorationReport, Failure
 from .scenario import Scenario
 from .schedule import (
@@ -60,8 +61,6 @@ def _replay_command(nodeid: str, token: str) -> str:
 
 
 def _space(scenario: Scenario, golden: CaseResult, points: Iterable[str]) -> Space:
-    from fake_providers import PROVIDERS
-
     messages = range(len(scenario.messages))
     effects: list[dict[str, int]] = [{} for _ in messages]
     for effect in golden.expected_effects:
@@ -73,14 +72,14 @@ def _space(scenario: Scenario, golden: CaseResult, points: Iterable[str]) -> Spa
         # answered and the answer lost), as a provider's writes are.
         for provider, count in asked.items():
             effects[message][provider] = count
-    names = [spec.name for spec in scenario.providers]
+    specs = scenario.providers
     return Space(
         messages=len(scenario.messages),
         reachable=tuple(golden.delivery_hits.get(i, {}) for i in messages),
         points=frozenset(points),
-        providers=tuple(name for name in names if PROVIDERS[name].has_lookup),
+        providers=tuple(spec.name for spec in specs if spec.has_lookup),
         effects=tuple(effects),
-        searching=tuple(name for name in names if PROVIDERS[name].has_search),
+        searching=tuple(spec.name for spec in specs if spec.has_search),
         own_a=tuple(golden.delivery_own_a.get(i, 0) for i in messages),
         recovers=scenario.recover is not None,
     )
@@ -151,7 +150,10 @@ class _Explorer:
             token=token,
             replay_command=_replay_command(self.nodeid, token),
             violations=tuple(str(v) for v in result.violations),
-            invariants=tuple(sorted({v.invariant for v in result.violations})),
+            invariants=tuple(sorted({v.invariant for v in result.violations}, key=invariant_key)),
+            titles={
+                v.invariant: v.says for v in result.violations if isinstance(v.invariant, str)
+            },
             errors=result.errors,
             timeline=result.timeline,
             run_dir=None if result.run_dir is None else str(result.run_dir),

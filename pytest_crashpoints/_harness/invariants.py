@@ -11,16 +11,31 @@ check needs, that check is skipped and :func:`unchecked` says so.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+import functools
+import inspect
+import traceback
+from collections.abc import Callable, Iterable, Sequence
 
 from .._ledger.args import args_hash as hash_args
 from .._ledger.authority import Authority, format_scope
 from .._ledger.records import Attempt
 from .._ledger.states import FINAL_STATES, State
+from ..errors import HarnessUsageError
 from .evidence import Evidence, ProviderRequest
 from .linking import LINK_COLUMNS, compare_with_baseline, requests_of, twin_of
 
-__all__ = ["CHECKS", "INVARIANTS", "Violation", "check_all", "unchecked"]
+__all__ = [
+    "CHECKS",
+    "INVARIANTS",
+    "Invariant",
+    "Violation",
+    "check_all",
+    "check_invariants",
+    "check_own",
+    "invariant_key",
+    "invariant_name",
+    "unchecked",
+]
 
 #: One line per invariant, as reports name them.
 INVARIANTS: dict[int, str] = {
@@ -35,17 +50,37 @@ INVARIANTS: dict[int, str] = {
 
 @dataclasses.dataclass(frozen=True)
 class Violation:
-    """One broken invariant: which, for which attempts, why, and the evidence."""
+    """One broken invariant: which, for which attempts, why, and the evidence.
 
-    invariant: int
-    attempt_ids: tuple[str, ...]
-    message: str
+    ``invariant`` is the number of one of the six, or the name of an invariant of your own
+    (its function's name); ``title`` is the one line an invariant of your own says of itself
+    (its docstring's first line). ``evidence`` lines are shown under the message, as the
+    six show journal entries and ledger rows.
+    """
+
+    invariant: int | str
+    attempt_ids: tuple[str, ...] = ()
+    message: str = ""
     evidence: tuple[str, ...] = ()
+    title: str = ""
+
+    @property
+    def says(self) -> str:
+        """What the invariant says, in one line."""
+        if isinstance(self.invariant, int):
+            return INVARIANTS.get(self.invariant, self.title)
+        return self.title or self.invariant
 
     def __str__(self) -> str:
-        lines = [f"invariant {self.invariant} ({INVARIANTS[self.invariant]}): {self.message}"]
+        lines = [f"invariant {self.invariant} ({self.says}): {self.message}"]
         lines += [f"    {line}" for line in self.evidence]
         return "\n".join(lines)
+
+
+#: An invariant of your own: a function over one case's evidence that returns (or yields) what
+#: it finds broken, each a :class:`Violation` or just its message. Its name is the function's
+#: name; its docstring's first line says what it holds to.
+Invariant = Callable[[Evidence], Iterable["Violation | str"]]
 
 
 def _short(digest: str | None) -> str:
@@ -531,6 +566,90 @@ CHECKS: dict[int, Callable[[Evidence], list[Violation]]] = {
 def check_all(evidence: Evidence, invariants: Iterable[int] = CHECKS) -> list[Violation]:
     """Run the checkers for ``invariants`` (all six by default), in order."""
     return [v for number in invariants for v in CHECKS[number](evidence)]
+
+
+# -- invariants of your own -----------------------------------------------------------------
+
+
+def invariant_name(check: object) -> str:
+    """The name an invariant of your own goes by: its function's name."""
+    target = check.func if isinstance(check, functools.partial) else check
+    name = getattr(target, "__name__", None) or type(target).__name__
+    return str(name)
+
+
+def _title(check: object) -> str:
+    target = check.func if isinstance(check, functools.partial) else check
+    doc = inspect.getdoc(target)
+    return doc.strip().splitlines()[0].rstrip(".") if doc else invariant_name(check)
+
+
+def check_invariants(checks: Sequence[object]) -> None:
+    """Raise :class:`HarnessUsageError` (one line) unless ``checks`` are invariants of your own:
+    callables taking the evidence, each under a name of its own."""
+    seen: set[str] = set()
+    for check in checks:
+        if not callable(check):
+            raise HarnessUsageError(
+                f"invariants=[..., {check!r}, ...]: {check!r} is not callable; an invariant "
+                "is a function check(evidence) that returns the violations it finds."
+            )
+        name = invariant_name(check)
+        if name in seen:
+            raise HarnessUsageError(
+                f"invariants: two invariants are named {name!r}; give each function a name of "
+                "its own (reports, expect= and the summary know an invariant by its name)."
+            )
+        if name.isdigit():
+            raise HarnessUsageError(
+                f"invariants: {name!r} is a number; the six are 1 to 6, name yours in words."
+            )
+        seen.add(name)
+        try:
+            inspect.signature(check).bind(object())
+        except TypeError as exc:
+            raise HarnessUsageError(
+                f"invariants: {name} cannot be called as {name}(evidence) ({exc}); give it "
+                "one parameter, the case's Evidence."
+            ) from None
+        except ValueError:  # no signature to read (a builtin): it will tell when called
+            continue
+
+
+def check_own(
+    evidence: Evidence, checks: Iterable[Invariant]
+) -> tuple[list[Violation], list[str]]:
+    """Run invariants of your own on ``evidence``: the violations they found (named for the
+    invariant that found them), and a harness error line for each that raised."""
+    found: list[Violation] = []
+    errors: list[str] = []
+    for check in checks:
+        name, title = invariant_name(check), _title(check)
+        try:
+            for item in check(evidence) or ():
+                if isinstance(item, Violation):
+                    found.append(dataclasses.replace(item, invariant=name, title=title))
+                elif isinstance(item, str):
+                    found.append(Violation(name, (), item, (), title))
+                else:
+                    raise TypeError(
+                        f"it returned {item!r}; return Violation(...) objects or messages (str)"
+                    )
+        except Exception as exc:
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            errors.append(
+                f"the invariant {name} raised {type(exc).__name__}: {exc} (at "
+                f"{where.filename}:{where.lineno}); an invariant must return what it finds, "
+                "never raise"
+            )
+    return found, errors
+
+
+def invariant_key(invariant: int | str) -> tuple[int, int, str]:
+    """Orders invariants: the six by number, then your own by name."""
+    if isinstance(invariant, int):
+        return (0, invariant, "")
+    return (1, 0, invariant)
 
 
 def unchecked(ledger_columns: frozenset[str] | None) -> list[str]:

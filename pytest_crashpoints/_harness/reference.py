@@ -7,12 +7,14 @@ A message for the reference worker names its task and the tool calls to make::
                 "args": {"to": "billing@example.com", "subject": "...", "body": "..."}}]}
 
 Each call goes through :func:`guarded_call` under the task's current authority; recovery is
-:func:`recover` with the reference adapters. Scenarios use them as they are, and the
+:func:`recover` with the reference adapters. The ``_async`` twins are the same agent as
+``async def`` functions, for asyncio code. Scenarios use them as they are, and the
 differential check compares a user's worker against them.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from .._agent.toolcall import guarded_call
@@ -22,7 +24,12 @@ from .._ledger.states import State
 from ..errors import CrashpointsError
 from .context import Context
 
-__all__ = ["reference_recovery", "reference_worker"]
+__all__ = [
+    "reference_recovery",
+    "reference_recovery_async",
+    "reference_worker",
+    "reference_worker_async",
+]
 
 
 def reference_worker(message: Any, ctx: Context) -> list[str]:
@@ -89,3 +96,16 @@ def _refuse(
 def reference_recovery(ctx: Context) -> int:
     """Run the reference recovery once; return how many attempts it acted on."""
     return len(ctx.recover())
+
+
+async def reference_worker_async(message: Any, ctx: Context) -> list[str]:
+    """The async twin of :func:`reference_worker`, for agents written with asyncio: the same
+    calls in the same safe order, each run in a worker thread (``asyncio.to_thread``) so the
+    event loop stays free while the ledger commits and the request is on the wire. A kill
+    lands wherever the process is: in the thread, while the coroutine awaits it."""
+    return await asyncio.to_thread(reference_worker, message, ctx)
+
+
+async def reference_recovery_async(ctx: Context) -> int:
+    """The async twin of :func:`reference_recovery` (the reference recovery in a thread)."""
+    return await asyncio.to_thread(reference_recovery, ctx)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from .case import CaseResult
@@ -20,16 +21,20 @@ class Failure:
     token: str
     replay_command: str
     violations: tuple[str, ...]
-    invariants: tuple[int, ...]
+    #: The six by number, then invariants of your own by name.
+    invariants: tuple[int | str, ...]
     errors: tuple[str, ...]
     timeline: str
     run_dir: str | None
     fingerprint: str
     deterministic: bool
     rerun_fingerprint: str
+    #: What each invariant of your own among ``invariants`` says (its docstring's first line).
+    titles: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
+        data["titles"] = dict(self.titles)
         data["schedule"] = self.schedule.to_dict()
         data["schedule_text"] = str(self.schedule)
         return data
@@ -120,15 +125,15 @@ def render_failure(report: ExplorationReport) -> str:
     failure = report.failure
     if failure is None:
         return ""
-    names = ", ".join(f"{n} ({INVARIANTS[n]})" for n in failure.invariants) or "none"
     lines = [
-        f"crashpoints: {len(failure.violations)} violation(s) of invariant(s) {names}",
+        _heading(failure),
         f"minimal schedule: {failure.schedule}",
         "",
         *failure.violations,
     ]
     if failure.errors:
-        lines += ["", "harness errors:", *(f"    {e}" for e in failure.errors)]
+        lines += ["", "harness errors:"]
+        lines += [f"    {line}" for e in failure.errors for line in e.rstrip("\n").splitlines()]
     if not failure.deterministic:
         lines += [
             "",
@@ -146,3 +151,19 @@ def render_failure(report: ExplorationReport) -> str:
         f"replay: {failure.replay_command}",
     ]
     return "\n".join(lines)
+
+
+def _heading(failure: Failure) -> str:
+    """The first line of a failure report: the violations, or, when there are none, what
+    the harness could not do (a timeout says so)."""
+    if failure.violations or not failure.errors:
+        names = ", ".join(
+            f"{n} ({INVARIANTS[n] if isinstance(n, int) else failure.titles.get(n, n)})"
+            for n in failure.invariants
+        ) or "none"
+        return f"crashpoints: {len(failure.violations)} violation(s) of invariant(s) {names}"
+    firsts = [error.splitlines()[0] if error else "" for error in failure.errors]
+    kind = "timeout" if all(" timed out after " in first for first in firsts) else "harness error"
+    more = len(firsts) - 1
+    return f"crashpoints: {kind}: {firsts[0]}" + (f" (and {more} more)" if more else "")
+

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
     from .._ledger.views import LedgerView
     from .._process.handle import StartMethod
+    from .invariants import Invariant
 
 __all__ = ["Recovery", "Scenario", "WorkerFn"]
 
@@ -27,15 +28,24 @@ class Scenario:
     """What a crash test runs: a worker, its recovery, the messages, the providers.
 
     ``worker(message, ctx)`` handles one message in a worker process; ``recover(ctx)`` runs
-    recovery (``None``: the agent has none; the queue's redelivery of a dead worker's message is
+    recovery (either may be ``async def``: run to its end on an event loop in its process;
+    ``None``: the agent has none; the queue's redelivery of a dead worker's message is
     then all that finishes its work). Each message is a mapping with a ``task_id``;
     ``authorities`` gives each task its initial authority. ``ledger_view(ctx)`` reads the ledger
     the invariants are checked on (default: the reference ledger). ``transport_points`` are the
     points the crash transport fires (B and C); leave them empty when the worker marks B and C
-    itself (as the reference ``guarded_call`` does). ``model`` is the script the ``model``
-    provider answers from. ``setup(ctx)`` runs in the harness before each case's first step,
-    as the harness (its requests are not the agent's effects): it creates what the agent's
-    tools expect to find at the providers, e.g. the charge a support agent refunds.
+    itself (as the reference ``guarded_call`` does). ``invariants`` are invariants of your own,
+    checked on every case after the six (see :data:`~.invariants.Invariant`). ``model`` is the
+    script the ``model`` provider answers from. ``setup(ctx)`` runs in the harness before each
+    case's first step, as the harness (its requests are not the agent's effects): it creates
+    what the agent's tools expect to find at the providers, e.g. the charge a support agent
+    refunds.
+
+    Raises :class:`~pytest_crashpoints.errors.HarnessUsageError` for a worker or recovery that
+    is not a plain or coroutine function taking those arguments (a generator function, a
+    coroutine object) and for invariants that are not named callables of one argument, and
+    :class:`CrashpointsError` for a message without a task or a task without an authority, a
+    ``model`` provider without a script or a script without one.
     """
 
     worker: WorkerFn
@@ -47,13 +57,21 @@ class Scenario:
     transport_points: tuple[str, ...] = ()
     timeout: float = 30.0
     start_method: StartMethod = "fork"
+    invariants: tuple[Invariant, ...] = ()
     model: Script | None = None
     setup: Callable[[Context], object] | None = None
 
     def __post_init__(self) -> None:
-        from fake_providers import PROVIDERS, Script
+        from fake_providers import Script
 
-        models = [s.name for s in self.providers if PROVIDERS[s.name].is_model]
+        from .._process.calling import check_callable
+        from .invariants import check_invariants
+
+        check_callable(self.worker, role="worker", arguments=("message", "ctx"))
+        check_invariants(self.invariants)
+        if self.recover is not None:
+            check_callable(self.recover, role="recover", arguments=("ctx",))
+        models = [s.name for s in self.providers if s.is_model]
         if self.model is not None and not isinstance(self.model, Script):
             raise CrashpointsError(
                 f"model={self.model!r} is not a script; pass model=Script([...turns...]) "

@@ -40,6 +40,10 @@ if TYPE_CHECKING:
 
 __all__ = ["CaseRun", "fork_server_for"]
 
+#: What a worker or recovery process raised when the harness was used in a way that keeps
+#: the code under test from running: reported as a harness error, never redelivered.
+USAGE_ERROR = "pytest_crashpoints.errors.HarnessUsageError"
+
 #: The ``Retry-After`` (harness seconds) of a 429 refusal.
 REFUSAL_RETRY_AFTER = 30.0
 
@@ -51,8 +55,6 @@ def _enter(env: CaseEnv, worker_id: str, task_id: str | None) -> Context:
     import os
     import urllib.parse
 
-    from fake_providers import PROVIDERS
-
     from .._inject.commits import install_commit_hooks
     from .._inject.wire import install_wire_hooks
 
@@ -63,7 +65,7 @@ def _enter(env: CaseEnv, worker_id: str, task_id: str | None) -> Context:
         models: list[tuple[str, int]] = []  # a model's POSTs only ask: no automatic A
         for name, url in env.urls:
             parts = urllib.parse.urlsplit(url)
-            where = models if PROVIDERS[name].is_model else addresses
+            where = models if env.spec(name).is_model else addresses
             where.append((parts.hostname or "127.0.0.1", parts.port or 80))
         install_wire_hooks(addresses, reads=models)
     install_commit_hooks(exclude=[env.run_dir.journals, env.authority_path])
@@ -71,17 +73,21 @@ def _enter(env: CaseEnv, worker_id: str, task_id: str | None) -> Context:
 
 
 def _deliver_entry(worker: WorkerFn, env: CaseEnv, worker_id: str, message: Any) -> object:
+    from .._process.calling import call_to_completion
+
     ctx = _enter(env, worker_id, str(message["task_id"]))
     try:
-        return worker(message, ctx)
+        return call_to_completion(worker, (message, ctx), {}, role="worker")
     finally:
         ctx.close()
 
 
 def _recover_entry(recovery: Recovery, env: CaseEnv, worker_id: str) -> object:
+    from .._process.calling import call_to_completion
+
     ctx = _enter(env, worker_id, None)
     try:
-        return recovery(ctx)
+        return call_to_completion(recovery, (ctx,), {}, role="recovery")
     finally:
         ctx.close()
 
@@ -121,6 +127,10 @@ class CaseRun:
         #: Which message each worker process delivered (recovery processes deliver none).
         self.deliveries: dict[str, int] = {}
         self.step = 0
+        #: A case with nothing injected: an exception in the worker or recovery is an error
+        #: (it fails the test), not an outcome to recover from.
+        self.fault_free = False
+        self._raised = False
         self._runs = 0
         if fresh:
             self.history.add(0, self.clock.now(), "setup", world.describe())
@@ -142,6 +152,11 @@ class CaseRun:
         now = self.clock.now()
         for hit in getattr(outcome, "hits", ()):
             self.hits[hit.point] = max(self.hits.get(hit.point, 0), hit.n)
+        left = getattr(outcome, "left_running", ())
+        if left:
+            text = f"{who} ended with process(es) it started still running: {', '.join(left)}"
+            self.errors.append(text + " (killed by the harness; wait for what you start)")
+            self.history.add(self.step, now, "error", text)
         if isinstance(outcome, Completed):
             text = f"{who} completed"
             if kill is not None:
@@ -158,10 +173,21 @@ class CaseRun:
             self.kills.append(f"{outcome.point}#{outcome.hit}")
             self.incidents.append(Incident(now, text))
             self.history.add(self.step, now, "kill", text, point=outcome.point, hit=outcome.hit)
+        elif isinstance(outcome, Raised) and outcome.exc_type == USAGE_ERROR:
+            # The harness was used in a way that keeps the code from running (a coroutine
+            # never awaited, tasks left pending): the test must fail, not redeliver.
+            text = f"{who}: {outcome.message}"
+            self.errors.append(text)
+            self.history.add(self.step, now, "error", text)
         elif isinstance(outcome, Raised):
-            self.history.add(
-                self.step, now, "raised", f"{who} raised {outcome.exc_type}: {outcome.message}"
-            )
+            text = f"{who} raised {outcome.exc_type}: {outcome.message}"
+            self.history.add(self.step, now, "raised", text)
+            if self.fault_free and outcome.injected_at is None and not self._raised:
+                self._raised = True  # the first is the story; later ones are in the timeline
+                self.errors.append(
+                    f"{text} in the fault-free run, where nothing was injected; a crash test "
+                    f"needs a worker and recovery that succeed then.\n{outcome.traceback}"
+                )
         elif isinstance(outcome, TimedOut):
             text = f"{who} timed out after {outcome.after:.1f}s (timeout {outcome.timeout:g}s)"
             self.errors.append(text)
@@ -490,5 +516,6 @@ def fork_server_for(*scenarios: Scenario | None) -> Iterator[None]:
     keep: list[object] = []
     for scenario in forked:
         keep += [scenario.worker, scenario.recover, *scenario.messages]
+        keep += [spec.api for spec in scenario.providers if spec.api is not None]
     with serving(keep):
         yield

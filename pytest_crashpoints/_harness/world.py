@@ -190,8 +190,10 @@ class World:
         monotonic: list[int] = []
         for spec in self.env.providers:
             provider = self.providers[spec.name]
+            journal = provider.journal
             notes = provider.notes()
-            for record in provider.journal.requests():
+            bodies = {effect.request_id: effect.body for effect in journal.effects()}
+            for record in journal.requests():
                 note = notes.get(record.request_id)
                 if provider.is_model and record.fault:
                     note = f"{note or 'no answer'} [{_FAULTS.get(record.fault, record.fault)}]"
@@ -223,6 +225,7 @@ class World:
                         authority=authority,
                         aliases=tuple(record.aliases),
                         note=note,
+                        body=bodies.get(record.request_id) if record.effect_applied else None,
                     )
                 )
                 monotonic.append(record.mono_ns or 0)
@@ -311,7 +314,8 @@ def _preamble(request: httpx.Request, response: httpx.Response) -> bytes:
     if not process or process == "harness":
         return b""
     context: dict[str, object] = {}
-    if PROVIDERS[info.provider].is_model:
+    model = PROVIDERS.get(info.provider)
+    if model is not None and model.is_model:
         # A model's answer is no provider's outcome (no C): the agent's point is the moment
         # it holds the model's choice of a tool, before anything of it is recorded.
         if not info.tool_calls:

@@ -103,6 +103,10 @@ BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END
 
 
 
+#: The tables every ledger of this schema version has.
+_TABLES = ("attempts", "events")
+
+
 @functools.lru_cache(maxsize=256)
 def _authority(tenant_id: str, scope_text: str, policy_version: str) -> Authority:
     # Authority is frozen (its scope a frozenset): one object can serve every row that has it.
@@ -142,6 +146,11 @@ class Ledger:
     ``busy_timeout`` is how long a writer waits for another process's write lock, in real
     seconds. The file is created with the current schema if it does not exist; a file written
     by another schema version raises :class:`SchemaVersionError`.
+
+    With ``read_only=True`` the file is opened read-only (SQLite's ``mode=ro``): nothing is
+    created, switched to WAL or written, and a file that is not a ledger of this schema
+    version raises :class:`LedgerError` (or :class:`SchemaVersionError`) and stays byte for
+    byte as it was; every write raises :class:`LedgerError`.
     """
 
     def __init__(
@@ -150,10 +159,12 @@ class Ledger:
         *,
         clock: Callable[[], float] = time.time,
         busy_timeout: float = 10.0,
+        read_only: bool = False,
     ) -> None:
         self.path = Path(path)
         self._clock = clock
         self._busy_timeout = busy_timeout
+        self.read_only = read_only
         self._conn: sqlite3.Connection | None = None
         self._pid: int | None = None
 
@@ -171,18 +182,26 @@ class Ledger:
             # Inherited over fork: it belongs to the parent. Keep it referenced so it is never
             # closed here (closing may checkpoint or unlink the parent's WAL), and open our own.
             _INHERITED_CONNECTIONS.append(self._conn)
+        target = f"{self.path.resolve().as_uri()}?mode=ro" if self.read_only else str(self.path)
         conn = sqlite3.connect(
-            self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
+            target,
+            timeout=self._busy_timeout,
+            isolation_level=None,
+            check_same_thread=False,
+            uri=self.read_only,
         )
         try:
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
-            # Check (and create) the schema first, in one write transaction, so a foreign file
-            # is refused before anything below writes to it.
-            self._ensure_schema(conn)
-            self._enable_wal(conn)
-            conn.execute("PRAGMA synchronous = FULL")
-            conn.execute("PRAGMA foreign_keys = ON")
+            if self.read_only:
+                self._check_read_only(conn)
+            else:
+                # Check (and create) the schema first, in one write transaction, so a foreign
+                # file is refused before anything below writes to it.
+                self._ensure_schema(conn)
+                self._enable_wal(conn)
+                conn.execute("PRAGMA synchronous = FULL")
+                conn.execute("PRAGMA foreign_keys = ON")
         except sqlite3.OperationalError as exc:
             conn.close()
             raise LedgerError(
@@ -217,6 +236,23 @@ class Ledger:
                 "ledger file."
             )
         return False
+
+    def _check_read_only(self, conn: sqlite3.Connection) -> None:
+        """Refuse, without writing, a file that is not a ledger of this schema version."""
+        conn.execute("BEGIN")
+        try:
+            new = self._check_version(conn)
+            names = {
+                row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            }
+        finally:
+            conn.execute("COMMIT")
+        missing = sorted(set(_TABLES) - names)
+        if new or missing:
+            raise LedgerError(
+                f"{self.path} is not a pytest-crashpoints ledger (it has no "
+                f"{' or '.join(missing)} table); check the path. Nothing was changed."
+            )
 
     @staticmethod
     def _enable_wal(conn: sqlite3.Connection) -> None:
@@ -264,6 +300,8 @@ class Ledger:
     def _write(self, op: str, attempt_id: str | None = None) -> Iterator[sqlite3.Connection]:
         # The harness may kill the process here: "at the next ledger write" (crash point C).
         crashpoint("ledger.write", op=op, attempt_id=attempt_id)
+        if self.read_only:
+            raise LedgerError(f"the ledger {self.path} was opened read-only; {op} writes.")
         conn = self._connection()
         conn.execute("BEGIN IMMEDIATE")
         try:

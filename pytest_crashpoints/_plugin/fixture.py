@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
     from .._harness.context import Context, ProviderSpec
     from .._harness.explore import CrashSettings
+    from .._harness.invariants import Invariant
     from .._harness.report import ExplorationReport
     from .._ledger.views import LedgerView
     from .options import SessionOptions
@@ -38,9 +39,10 @@ __all__ = ["CrashpointsFixture"]
 def default_authorities(
     messages: Sequence[Mapping[str, Any]], providers: Iterable[ProviderSpec]
 ) -> dict[str, Authority]:
-    """Each message's task acts for ``message["tenant"]`` (default ``tenant-1``) with read
-    and write scopes on every provider of the test, under policy ``p1``."""
-    scope = sorted(f"{spec.name}:{access}" for spec in providers for access in ("read", "write"))
+    """Each message's task acts for ``message["tenant"]`` (default ``tenant-1``) with every
+    scope of every provider of the test (``<name>:read`` and ``<name>:write``), under policy
+    ``p1``."""
+    scope = sorted({scope for spec in providers for scope in spec.scopes})
     authorities: dict[str, Authority] = {}
     for message in messages:
         task = message.get("task_id") if isinstance(message, Mapping) else None
@@ -62,6 +64,8 @@ class CrashpointsFixture:
     seed: int | None
     base_dir: Path
     report: ExplorationReport | None = None
+    #: Invariants of your own from the ``pytest_crashpoints_invariants`` hook.
+    hooked_invariants: tuple[Invariant, ...] = ()
 
     def settings(self) -> CrashSettings:
         """This test's settings: its marker over the session's options."""
@@ -79,6 +83,7 @@ class CrashpointsFixture:
         ledger_view: Callable[[Context], LedgerView] | None = None,
         transport_points: Sequence[str] = (),
         reference_messages: Sequence[Mapping[str, Any]] | None = None,
+        invariants: Sequence[Invariant] = (),
         model: Script | None = None,
         setup: Callable[[Context], object] | None = None,
     ) -> ExplorationReport:
@@ -93,6 +98,9 @@ class CrashpointsFixture:
         ``crashpoint`` themselves). ``reference_messages`` (the same work, as messages for
         :func:`reference_worker`) turns on the differential check: every schedule also runs on
         the reference worker, and the report lists where the final outcomes differ.
+        ``invariants`` are invariants of your own (functions of the case's evidence that
+        return the violations they find), checked after the six on every case, as are those
+        of the ``pytest_crashpoints_invariants`` hook.
         ``model`` is the :class:`fake_providers.Script` the ``model`` provider answers from
         (required when the marker names it). ``setup(ctx)`` runs in the harness before each
         case, as the harness: it creates what the agent's tools expect to find at the
@@ -102,8 +110,10 @@ class CrashpointsFixture:
         expected violation was caught).
         """
         from .._harness.explore import explore
+        from .._harness.invariants import invariant_key, invariant_name
         from .._harness.report import render_failure
         from .._harness.scenario import Scenario
+        from .._harness.token import check_messages, read_token
         from ..errors import CrashpointsError
 
         try:
@@ -128,9 +138,18 @@ class CrashpointsFixture:
                 transport_points=tuple(transport_points),
                 timeout=self.marker.timeout or self.options.timeout,
                 start_method=self.marker.start_method,  # type: ignore[arg-type]
+                invariants=(*self.hooked_invariants, *invariants),
                 model=model,
                 setup=setup,
             )
+            named = {invariant_name(check) for check in scenario.invariants}
+            unknown = [n for n in self.marker.expect if isinstance(n, str) and n not in named]
+            if unknown:
+                raise CrashpointsError(
+                    f"expect={list(self.marker.expect)!r} names {', '.join(map(repr, unknown))}, "
+                    f"which is not an invariant of this test (its own: "
+                    f"{', '.join(sorted(named)) or 'none'}); pass it in invariants=."
+                )
             reference = None
             if reference_messages is not None:
                 from .._harness.reference import reference_recovery, reference_worker
@@ -143,19 +162,19 @@ class CrashpointsFixture:
                     ledger_view=None,
                     transport_points=(),
                 )
+            settings = self.settings()
+            if settings.replay is not None:
+                check_messages(read_token(settings.replay).schedule, len(scenario.messages))
         except CrashpointsError as exc:
             # A mistake in how the test is set up: one line that says what to do.
             pytest.fail(f"crashpoints: {self.nodeid}: {exc}", pytrace=False)
-        settings = self.settings()
-        from ..errors import ScriptError
-
         try:
             report = explore(
-                scenario, settings, base_dir=self.base_dir, nodeid=self.nodeid,
-                reference=reference,
+                scenario, settings, base_dir=self.base_dir, nodeid=self.nodeid, reference=reference
             )
-        except ScriptError as exc:
-            # The test's script, not the agent: one line that says what to change.
+        except CrashpointsError as exc:
+            # The harness could not run the test as set up (e.g. a worker that cannot cross to
+            # a spawned process): one line that says what to do, not the harness's traceback.
             pytest.fail(f"crashpoints: {self.nodeid}: {exc}", pytrace=False)
         self.report = report
         expected = self.marker.expect
@@ -165,7 +184,7 @@ class CrashpointsFixture:
                 pytest.fail(
                     f"crashpoints: the deliberately broken agent of {self.nodeid} was not "
                     f"caught: expected a violation of invariant(s) {list(expected)}, found "
-                    f"{sorted(found) or 'none'} in {report.cases} case(s).\n"
+                    f"{sorted(found, key=invariant_key) or 'none'} in {report.cases} case(s).\n"
                     + render_failure(report),
                     pytrace=False,
                 )

@@ -6,10 +6,12 @@ Cheap to import (the plugin validates markers at collection).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable
 from typing import Any
 
 from .._harness.context import ProviderSpec
+from .._harness.invariants import invariant_key
 from .._inject.failpoints import CRASH_POINTS
 from ..errors import CrashpointsError
 from .options import MODES, START_METHODS
@@ -29,7 +31,7 @@ class CrashMarker:
     timeout: float | None = None
     start_method: str = "fork"
     strict_coverage: bool | None = None
-    expect: tuple[int, ...] = ()
+    expect: tuple[int | str, ...] = ()
 
 
 def _points(value: object) -> tuple[str, ...]:
@@ -57,19 +59,28 @@ def _points(value: object) -> tuple[str, ...]:
 
 
 def _providers(value: object) -> tuple[ProviderSpec, ...]:
-    if isinstance(value, (str, ProviderSpec)):
+    from fake_providers import PROVIDERS, HttpApi
+
+    if isinstance(value, (str, ProviderSpec, HttpApi)):
         value = [value]
     if not isinstance(value, Iterable):
         raise CrashpointsError(f"providers={value!r} is not a list of provider names")
-    from fake_providers import PROVIDERS
-
     specs: list[ProviderSpec] = []
     for item in value:
-        spec = ProviderSpec(item) if isinstance(item, str) else item
-        if not isinstance(spec, ProviderSpec) or spec.name not in PROVIDERS:
+        if isinstance(item, HttpApi):
+            spec: object = ProviderSpec(item.name, api=item)
+        else:
+            spec = ProviderSpec(item) if isinstance(item, str) else item
+        if isinstance(spec, ProviderSpec) and spec.api is not None:
+            if spec.name in PROVIDERS:
+                raise CrashpointsError(
+                    f"provider {spec.api!r} takes the name of the bundled provider "
+                    f"{spec.name!r}; name your API otherwise"
+                )
+        elif not isinstance(spec, ProviderSpec) or spec.name not in PROVIDERS:
             raise CrashpointsError(
                 f"provider {item!r} is not one of {', '.join(PROVIDERS)} (or a "
-                "ProviderSpec of one)"
+                "ProviderSpec of one, or an HttpApi of your own)"
             )
         if any(s.name == spec.name for s in specs):
             raise CrashpointsError(f"provider {spec.name!r} is named twice")
@@ -85,18 +96,24 @@ def _positive_int(name: str, value: object) -> int | None:
     return value
 
 
-def _expect(value: object) -> tuple[int, ...]:
+def _expect(value: object) -> tuple[int | str, ...]:
     if value is None:
         return ()
-    items = [value] if isinstance(value, int) else value
+    items = [value] if isinstance(value, int | str) else value
     if not isinstance(items, Iterable):
         raise CrashpointsError(f"expect={value!r} is not an invariant number or a list of them")
-    out = []
+    out: list[int | str] = []
     for item in items:
-        if isinstance(item, bool) or not isinstance(item, int) or not 1 <= item <= 6:
-            raise CrashpointsError(f"expect={value!r}: {item!r} is not an invariant (1 to 6)")
-        out.append(item)
-    return tuple(sorted(set(out)))
+        if isinstance(item, str) and item.strip() and not item.isdigit():
+            out.append(item)  # an invariant of your own, by name (checked when run is called)
+        elif isinstance(item, bool) or not isinstance(item, int) or not 1 <= item <= 6:
+            raise CrashpointsError(
+                f"expect={value!r}: {item!r} is not an invariant (1 to 6); your own "
+                "invariants go by their names"
+            )
+        else:
+            out.append(item)
+    return tuple(sorted(set(out), key=invariant_key))
 
 
 def parse_marker(args: tuple[Any, ...], kwargs: dict[str, Any]) -> CrashMarker:
@@ -124,9 +141,11 @@ def parse_marker(args: tuple[Any, ...], kwargs: dict[str, Any]) -> CrashMarker:
         )
     timeout = kwargs.get("timeout")
     if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not (timeout > 0 and math.isfinite(timeout))
     ):
-        raise CrashpointsError(f"timeout={timeout!r} is not a positive number of seconds")
+        raise CrashpointsError(f"timeout={timeout!r} is not a positive, finite number of seconds")
     strict = kwargs.get("strict_coverage")
     if strict is not None and not isinstance(strict, bool):
         raise CrashpointsError(f"strict_coverage={strict!r} is not True or False")

@@ -10,8 +10,10 @@ Cheap to import: the plugin module imports it at start-up.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,33 +24,48 @@ MODES = ("hypothesis", "exhaustive", "both")
 START_METHODS = ("fork", "spawn")
 
 
+# Each parser raises ValueError with what the value must be, in plain words: the message
+# reads "crashpoints: --crashpoints-X has the value 'v': it must be ...".
+
+
+def _whole(text: str, must: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(must) from None
+
+
 def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError("must be 1 or more")
-    return value
+    must = "it must be a whole number of 1 or more"
+    if _whole(text, must) < 1:
+        raise ValueError(must)
+    return int(text)
 
 
 def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise ValueError("must be a positive number of seconds")
+    must = "it must be a positive, finite number of seconds"
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(must) from None
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(must)
     return value
 
 
 def _mode(text: str) -> str:
     if text not in MODES:
-        raise ValueError(f"must be one of {', '.join(MODES)}")
+        raise ValueError(f"it must be one of {', '.join(MODES)}")
     return text
 
 
 def _seed(text: str) -> int | str:
     if text == "last":
         return text
-    value = int(text)
-    if value < 0:
-        raise ValueError("must be a non-negative integer or 'last'")
-    return value
+    must = "it must be a whole number of 0 or more, or 'last'"
+    if _whole(text, must) < 0:
+        raise ValueError(must)
+    return int(text)
 
 
 def _flag(text: str) -> bool:
@@ -57,10 +74,29 @@ def _flag(text: str) -> bool:
         return True
     if lowered in ("0", "false", "no", "off", ""):
         return False
-    raise ValueError("must be true or false")
+    raise ValueError("it must be true or false (or yes/no, on/off, 1/0)")
 
 
-def _text(text: str) -> str:
+def _token(text: str) -> str:
+    from .._harness.token import read_token
+    from ..errors import CrashpointsError
+
+    try:
+        read_token(text)
+    except CrashpointsError as exc:
+        raise ValueError(str(exc)) from None
+    return text
+
+
+def _report_path(text: str) -> str:
+    path = Path(text)
+    if path.is_dir():
+        raise ValueError("it is a directory; give the path of a file to write")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent  # the report's folders are created: the first that exists
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"{str(parent)!r} is not a folder this process can write to")
     return text
 
 
@@ -120,14 +156,14 @@ OPTIONS = (
     Option(
         "replay",
         "run exactly the schedule of this replay token (from a failure report)",
-        _text,
+        _token,
         None,
         "TOKEN",
     ),
     Option(
         "report",
         "write the machine-readable JSON report to PATH",
-        _text,
+        _report_path,
         None,
         "PATH",
     ),
@@ -154,7 +190,8 @@ def add_options(parser: pytest.Parser) -> None:
     for option in OPTIONS:
         if option.flag:
             group.addoption(option.cli, action="store_true", default=None, help=option.help)
-            parser.addini(option.ini, option.help, type="bool", default=None)
+            # Read as text and parsed here, so that a bad value is an error naming the key.
+            parser.addini(option.ini, option.help, default=None)
         else:
             group.addoption(option.cli, metavar=option.metavar, default=None, help=option.help)
             parser.addini(option.ini, option.help, default=None)
@@ -189,7 +226,7 @@ def _resolve(config: pytest.Config, option: Option) -> Any:
             return option.parse(str(raw))
         except ValueError as exc:
             raise pytest.UsageError(
-                f"crashpoints: {where} has the value {raw!r}, which {exc}. "
+                f"crashpoints: {where} has the value {raw!r}: {str(exc).rstrip('.')}. "
                 f"See --help under 'crash schedules'."
             ) from None
     return option.default

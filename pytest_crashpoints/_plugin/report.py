@@ -16,22 +16,49 @@ REPORT_ATTR = "crashpoints"
 
 
 def collect(terminalreporter: Any) -> list[dict[str, Any]]:
-    results = []
+    """Every crash test's result, sorted by node id. A test whose process died before it
+    could report (an xdist worker that crashed under it) is there too, as failed with no
+    cases, its ``error`` saying what happened."""
+    results: dict[str, dict[str, Any]] = {}
+    crashed: dict[str, Any] = {}
     for reports in terminalreporter.stats.values():
         for report in reports:
             raw = getattr(report, REPORT_ATTR, None)
-            if isinstance(raw, str) and getattr(report, "when", None) == "call":
+            when = getattr(report, "when", None)
+            if isinstance(raw, str) and when == "call":
                 data = json.loads(raw)
                 data["outcome"] = report.outcome
-                results.append(data)
-    return sorted(results, key=lambda d: d["nodeid"])
+                results[data["nodeid"]] = data
+            elif when == "???" and getattr(report, "failed", False):  # xdist: a crashed worker
+                crashed[report.nodeid] = report
+    for nodeid, report in crashed.items():
+        results.setdefault(nodeid, _died(nodeid, report))
+    return [results[nodeid] for nodeid in sorted(results)]
 
 
-def write_report(path: Path, results: list[dict[str, Any]], *, seed: int) -> None:
-    """Write the JSON report to ``path`` atomically (a partial file, then a rename)."""
+def _died(nodeid: str, report: Any) -> dict[str, Any]:
+    text = str(getattr(report, "longrepr", "") or "").strip()
+    return {
+        "nodeid": nodeid,
+        "outcome": "failed",
+        "verdict": "failed",
+        "cases": 0,
+        "coverage": {},
+        "failure": None,
+        "error": text.splitlines()[0] if text else "the test's process died",
+    }
+
+
+def write_report(
+    path: Path, results: list[dict[str, Any]], *, seed: int, interrupted: bool = False
+) -> None:
+    """Write the JSON report to ``path`` atomically (a partial file, then a rename).
+    ``interrupted``: the run was stopped (Ctrl-C), and the report holds the tests that
+    finished."""
     document = {
         "version": REPORT_VERSION,
         "seed": seed,
+        "interrupted": interrupted,
         "tests": results,
     }
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .._harness.invariants import invariant_key
 from .._harness.schedule import COVERAGE_KINDS
 
 __all__ = ["summary_lines", "verdict_of"]
@@ -20,7 +21,7 @@ def verdict_of(result: Mapping[str, Any]) -> str:
 def summary_lines(results: Iterable[Mapping[str, Any]], *, seed: int | None) -> list[str]:
     results = list(results)
     points: dict[str, dict[str, int]] = {}
-    violations: dict[int, int] = {}
+    violations: dict[int | str, int] = {}
     cases = 0
     for result in results:
         cases += int(result.get("cases", 0))
@@ -59,7 +60,8 @@ def summary_lines(results: Iterable[Mapping[str, Any]], *, seed: int | None) -> 
             "crash or a lost answer)"
         )
     if violations:
-        found = ", ".join(f"invariant {n}: {c} test(s)" for n, c in sorted(violations.items()))
+        ordered = sorted(violations.items(), key=lambda item: invariant_key(item[0]))
+        found = ", ".join(f"invariant {n}: {c} test(s)" for n, c in ordered)
         lines.append(f"violations: {found}")
     for result in results:
         # Exploration stops at the first failure: then unreached points say nothing.

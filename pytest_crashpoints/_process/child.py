@@ -1,10 +1,13 @@
 """The child side of a worker: what runs in the new process before and around the callable.
 
-Its first acts: lead its own process group, die with its parent (``PR_SET_PDEATHSIG``), leave
+Its first acts: lead its own process group, die with its parent (``PR_SET_PDEATHSIG``),
+become a child subreaper (orphans below it come to it, see ``orphans``), keep the harness's
+descriptors from its own children (close-on-exec, and closed in any process it forks), leave
 SIGINT to the parent, redirect its output to the log, pin wall time to the harness clock and
-arm the fault plan; then the callable runs, and its end is reported over the pipe: returned
-(pickled value), raised (type, message, traceback text), or killed at a fail point (the record
-the fail point writes just before ``SIGKILL``).
+arm the fault plan; then the callable runs (a coroutine function on an event loop of its
+own, ``calling.py``), every process it left running is killed and named, and its end is
+reported over the pipe: returned (pickled value), raised (type, message, traceback text), or
+killed at a fail point (the record the fail point writes just before ``SIGKILL``).
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from typing import Any
 
 from .._inject import failpoints as _failpoints
 from .._inject.failpoints import Fault
+from .calling import call_to_completion
 from .clock import HarnessClock, pin_wall_time
+from .orphans import become_subreaper, end_children
 
 __all__ = ["child_main"]
 
@@ -36,6 +41,34 @@ def _die_with_parent(parent_pid: int) -> None:
     if os.getppid() != parent_pid:
         # The parent died before the death signal was set: nobody would reap us.
         os.kill(os.getpid(), signal.SIGKILL)
+    become_subreaper()
+
+
+# The harness's descriptors this process holds; closed in any process it forks (once: in
+# that process the numbers are free for reuse).
+_harness_fds: list[int] = []
+
+
+def _close_harness_fds() -> None:
+    _failpoints.uninstall()
+    for fd in _harness_fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _harness_fds.clear()
+
+
+os.register_at_fork(after_in_child=_close_harness_fds)
+
+
+def _keep_from_children(fds: tuple[int, ...]) -> None:
+    """Keep the harness's descriptors (the report pipe, the exit sentinel) from whatever the
+    worker starts: a helper that held them would keep the harness waiting for an end that
+    has come (a fake timeout). Close-on-exec for programs it runs; closed, and the fault plan
+    disarmed, in a process it forks."""
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.set_inheritable(fd, False)
+    _harness_fds[:] = fds
 
 
 def _redirect_output(log_path: str) -> None:
@@ -61,9 +94,12 @@ def child_main(
     parent_pid: int,
     clock_path: str | None,
     log_path: str | None,
+    harness_fds: tuple[int, ...] = (),
 ) -> None:
-    """The worker's entry point (runs in the child)."""
+    """The worker's entry point (runs in the child). ``harness_fds``: descriptors of the
+    harness the worker holds besides ``conn`` (the exit sentinel of a served worker)."""
     _die_with_parent(parent_pid)
+    _keep_from_children((conn.fileno(), *harness_fds))
     # SIGINT belongs to the parent: it kills the group. A worker must not die of it first.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if log_path is not None:
@@ -71,21 +107,23 @@ def child_main(
     resync = None if clock_path is None else pin_wall_time(HarnessClock(clock_path))
     armed = _failpoints.install(faults, conn, on_hit=resync)
     try:
-        value = fn(*args, **kwargs)
+        value = call_to_completion(fn, args, kwargs)
     except BaseException as exc:
+        _report_left_running(conn)
         injected_at = armed.injected_at if exc is armed.injected else None
         conn.send(
             (
                 "raised",
                 f"{type(exc).__module__}.{type(exc).__qualname__}",
                 str(exc),
-                "".join(traceback.format_exception(exc)),
+                _user_traceback(exc),
                 injected_at,
                 armed.trace,
                 armed.matched,
             )
         )
         return
+    _report_left_running(conn)
     try:
         conn.send(("returned", value, armed.trace, armed.matched))
     except Exception as exc:
@@ -101,3 +139,29 @@ def child_main(
                 armed.matched,
             )
         )
+
+
+# The harness's own frames, above the user's callable in every worker's traceback.
+_HARNESS_DIRS = tuple(
+    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), name) + os.sep
+    for name in ("_process", "_harness")
+)
+
+
+def _user_traceback(exc: BaseException) -> str:
+    """The traceback text of ``exc`` from the user's code down: the frames of the harness
+    that called it (this module, the case's entry points) are left out."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        if not os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(_HARNESS_DIRS):
+            break
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
+
+
+def _report_left_running(conn: Any) -> None:
+    """Kill whatever the callable left running below this process; name it to the harness."""
+    left = end_children()
+    if left:
+        conn.send(("left", tuple(left)))
+

@@ -9,12 +9,16 @@ schedule to advance the clock.
 
 Whatever needs time takes a plain ``Callable[[], float]``: pass :meth:`HarnessClock.now`.
 
-Inside a worker started with ``clock=``, freezegun pins ``time.time()``, ``datetime.now()`` and
-friends to :data:`HARNESS_EPOCH` plus harness time. The pin is re-read from the file when the
-worker starts, at every fail point call (the reference ledger calls one at the start of every
-write), and when a paused worker is released, so the worker's wall time follows the parent's
-advances step by step. Code that must see an advance made while it runs between two fail
-points should call the clock directly rather than ``time.time()``.
+Inside a worker started with ``clock=``, wall time (``time.time()``, ``datetime.now()`` and
+friends, patched by time-machine) starts at :data:`HARNESS_EPOCH` plus harness time and then
+moves with real time, so timeouts, deadlines and backoff in the worker behave as in
+production; ``time.monotonic()``, ``time.perf_counter()`` and ``time.sleep()`` are the real
+ones. The clock is re-read from the file when the worker starts, at every fail point call (the
+reference ledger calls one at the start of every write), and when a paused worker is released:
+when the parent advanced harness time past the worker's wall time, the wall time jumps forward
+to it (never back), so the parent's advances reach the worker step by step. Wall time in a
+worker can run ahead of harness time by the real time the worker has run (milliseconds); code
+that must agree with the harness to the second calls the clock directly (``ctx.now()``).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import contextlib
 import datetime as _dt
 import fcntl
 import os
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -112,7 +117,8 @@ class HarnessClock:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        fd = os.open(self._path.with_name(self._path.name + ".lock"), os.O_RDWR | os.O_CREAT)
+        lock = self._path.with_name(self._path.name + ".lock")
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -120,35 +126,43 @@ class HarnessClock:
             os.close(fd)
 
 
-#: This process's freezegun pin, once started. A worker forked from the fork server inherits
-#: the server's pin and only moves it.
-_frozen: Any = None
+#: This process's time-machine traveller, once started. A worker forked from the fork server
+#: inherits the server's and only moves it.
+_traveller: Any = None
+
+
+def _travel_to(target: float) -> None:
+    """Wall time ``target`` (a POSIX timestamp) now, ticking on with real time from there."""
+    global _traveller
+    if _traveller is None:
+        import time_machine
+
+        _traveller = time_machine.travel(target, tick=True).start()
+    else:
+        _traveller.move_to(target)
+    # time-machine starts the tick at the first reading: read now, so that wall time moves
+    # from the moment of the pin, not from whenever the worker first looks.
+    time.time()
 
 
 def pin_wall_time(clock: HarnessClock) -> Callable[[], None]:
-    """Pin this process's wall time to ``clock`` with freezegun; return the re-sync function.
+    """Pin this process's wall time to ``clock``; return the re-sync function.
 
-    Only a worker calls this, in the child before the user's callable runs. The returned
-    function moves the pin to the clock's current time (the worker calls it at every fail
-    point). The pin is never lifted: the worker process ends with it. When this process
-    already has a pin (a worker forked from the fork server, which pinned itself once with
-    :func:`pin_at_epoch`), the pin is only moved: freezegun's ``start()``, which walks every
-    loaded module, is not repeated.
+    Only a worker calls this, in the child before the user's callable runs. Wall time
+    (``time.time()``, ``datetime.now()`` and friends) starts at :data:`HARNESS_EPOCH` plus the
+    clock's time and then moves with real time; ``time.monotonic()``, ``time.perf_counter()``
+    and ``time.sleep()`` are the real ones. The returned function catches the pin up with the
+    clock (the worker calls it at every fail point, and after a pause): when the harness moved
+    the clock past the worker's wall time, wall time jumps forward to it; it never goes back.
+    The pin is never lifted: the worker process ends with it.
     """
-    global _frozen
-    if _frozen is None:
-        from freezegun import freeze_time
-
-        # No extra ignores: freezegun gives real time to any call with an ignored module
-        # among the caller's nearest frames, and the worker's entry (ours, under
-        # multiprocess's) is right under the user's callable. The child needs no real time.
-        _frozen = freeze_time(clock.datetime()).start()
-    else:
-        _frozen.move_to(clock.datetime())
-    frozen = _frozen
+    epoch = HARNESS_EPOCH.timestamp()
+    _travel_to(epoch + clock.now())
 
     def resync() -> None:
-        frozen.move_to(clock.datetime())
+        target = epoch + clock.now()
+        if target > time.time():
+            _travel_to(target)
 
     return resync
 
@@ -156,47 +170,11 @@ def pin_wall_time(clock: HarnessClock) -> Callable[[], None]:
 def pin_at_epoch() -> None:
     """Pin this process's wall time at :data:`HARNESS_EPOCH`, for processes forked from it to
     move (the fork server calls this once). Never call it in the harness's own process."""
-    global _frozen
-    if _frozen is None:
-        from freezegun import freeze_time
-
-        _frozen = freeze_time(HARNESS_EPOCH).start()
-
-
-_primed_modules = 0
+    if _traveller is None:
+        _travel_to(HARNESS_EPOCH.timestamp())
 
 
 def prime_wall_time_pins() -> None:
-    """Do, once in the parent, the work every forked worker's pin would repeat.
-
-    ``freeze_time().start()`` walks every loaded module looking for references to the real
-    time functions, and caches what it found per module. Filling that cache here, in the
-    parent, lets each forked child inherit it instead of walking (and lazily importing)
-    everything again: most of a worker's start-up cost. Nothing is patched here. Cheap when
-    no module was imported since the last call.
-    """
-    global _primed_modules
-    import sys
-    import warnings
-
-    from freezegun import api
-
-    if len(sys.modules) == _primed_modules:
-        return
-    fill = getattr(api, "_get_cached_module_attributes", None)
-    if fill is None:  # another freezegun release: the children do the walk themselves
-        return
-    # Reading every attribute of every module trips deprecation warnings (typing.io, ...)
-    # that are none of the user's business.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for name, module in list(sys.modules.items()):
-            if module is None or name == api.__name__:
-                continue
-            if getattr(module, "__name__", None) in (None, "datetime", "time"):
-                continue
-            try:
-                fill(module)
-            except Exception:  # unlistable attributes: skipped, as freezegun itself does
-                continue
-    _primed_modules = len(sys.modules)
+    """Do, once in the parent, what every forked worker's pin would repeat: import the time
+    travel library, so that children start with it loaded. Nothing is patched here."""
+    import time_machine  # noqa: F401

@@ -49,6 +49,7 @@ from ..errors import HarnessError
 from .child import child_main
 from .clock import pin_at_epoch
 from .handle import Worker, kill_group, register, start_process
+from .orphans import end_children
 
 __all__ = ["ForkServer", "active", "serving"]
 
@@ -306,11 +307,16 @@ def _serve(control: Connection, harness_end: int, keep: dict[int, object]) -> No
                 except ChildProcessError:  # not ours, or reaped already: nothing to tell
                     code = None
                 children.discard(pid)
+                # What a dead worker left (a helper in a session of its own) came to this
+                # subreaper: it ends with the worker, as the worker's process group does.
+                end_children(keep=frozenset(children))
                 control.send_bytes(pickle.dumps(("reaped", pid, code)))
                 continue
             with socket.socket(fileno=os.dup(control.fileno())) as sock:
                 _, fds, _, _ = socket.recv_fds(sock, 1, 2)
             report, sentinel = fds
+            for fd in fds:  # received descriptors are inheritable: a worker's helper must not
+                os.set_inheritable(fd, False)
             try:
                 job = _Unpickler(io.BytesIO(request[1:])).load()
             except Exception as exc:
@@ -324,7 +330,7 @@ def _serve(control: Connection, harness_end: int, keep: dict[int, object]) -> No
                 pid = -1
                 failure = f"fork failed: {exc}"
             if pid == 0:
-                _worker_main(job, control, report, me)
+                _worker_main(job, control, report, sentinel, me)
             del job
             os.close(report)
             os.close(sentinel)
@@ -340,16 +346,29 @@ def _serve(control: Connection, harness_end: int, keep: dict[int, object]) -> No
             kill_group(pid)
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
+        end_children()
 
 
-def _worker_main(job: tuple[Any, ...], control: Connection, report: int, server: int) -> None:
+def _worker_main(
+    job: tuple[Any, ...], control: Connection, report: int, sentinel: int, server: int
+) -> None:
     """A forked worker: run ``child_main`` as a worker started directly would, then exit.
     The sentinel's write end stays open until the process is gone."""
     code = 1
     try:
         control.close()
         fn, args, kwargs, faults, clock_path, log_path = job
-        child_main(fn, args, kwargs, faults, Connection(report), server, clock_path, log_path)
+        child_main(
+            fn,
+            args,
+            kwargs,
+            faults,
+            Connection(report),
+            server,
+            clock_path,
+            log_path,
+            harness_fds=(sentinel,),
+        )
         code = 0
     except BaseException:
         with contextlib.suppress(Exception):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import reprlib
 import signal
 import time
 from collections.abc import Callable
@@ -95,15 +96,31 @@ def start_process(
         parent_conn.close()
         child_conn.close()
         raise HarnessError(
-            f"could not start a {start_method} worker for {fn!r}: {type(exc).__name__}: {exc}. "
-            "Under spawn the callable, its arguments and faults must be picklable by dill; "
-            "use fork, or pass plain values."
+            f"could not start a {start_method} worker: {_cannot_cross(fn, args, kwargs)} "
+            f"({type(exc).__name__}: {exc}). Under spawn the callable, its arguments and faults "
+            "must be picklable by dill; use start_method='fork', or pass plain values."
         ) from exc
     child_conn.close()
     with contextlib.suppress(OSError):
         # Also done by the child; whichever runs first wins the race with an early kill.
         os.setpgid(process.pid, process.pid)
     return Worker(process, parent_conn, timeout=timeout, started=started)
+
+
+def _cannot_cross(fn: Callable[..., object], args: tuple[object, ...], kwargs: Any) -> str:
+    """Name what cannot be pickled for a spawned worker: an argument first (the harness's
+    entry points take the user's worker or recovery as their first argument), else ``fn``."""
+    import dill
+
+    for obj in (*args, *kwargs.values(), fn):
+        try:
+            dill.dumps(obj)
+        except Exception:
+            name = getattr(obj, "__qualname__", None)
+            if name is not None:
+                return f"{getattr(obj, '__module__', '?')}.{name} cannot be pickled"
+            return f"{type(obj).__name__} {reprlib.repr(obj)} cannot be pickled"
+    return f"{getattr(fn, '__qualname__', repr(fn))} or its arguments cannot be pickled"
 
 
 class Worker:
@@ -119,7 +136,11 @@ class Worker:
         self._deadline = started + timeout
         self._paused: set[str] = set()
         self._record: tuple[Any, ...] | None = None
+        self._left_running: tuple[str, ...] = ()
         self._outcome: Outcome | None = None
+        # Readable once the process has ended, whoever else holds its pipes (a daemon it
+        # forked may hold the exit sentinel): a pidfd on Linux, else the sentinel.
+        self._ended: Any = _pidfd(self.pid)
 
     @property
     def outcome(self) -> Outcome | None:
@@ -221,13 +242,14 @@ class Worker:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return
-            waitables = [self._process.sentinel]
+            ended = self._process.sentinel if self._ended is None else self._ended
+            waitables = [ended]
             if self._conn is not None:
                 waitables.append(self._conn)
             ready = _wait_ready(waitables, remaining)
             if self._conn is not None and self._conn in ready:
                 self._read()
-            elif self._process.sentinel in ready:
+            elif ended in ready:
                 self._drain()
                 self._finish()
 
@@ -241,6 +263,8 @@ class Worker:
             return
         if message[0] == "paused":
             self._paused.add(message[1])
+        elif message[0] == "left":
+            self._left_running = tuple(message[1])
         else:
             self._record = message
 
@@ -269,11 +293,28 @@ class Worker:
             self._conn = None
         exitcode = self._process.exitcode
         self._process.close()
+        if self._ended is not None:
+            os.close(self._ended)
+            self._ended = None
         unregister(self.pid)
         self._paused.clear()
-        self._outcome = outcome_of(self._record, exitcode, duration)
+        self._outcome = outcome_of(
+            self._record, exitcode, duration, left_running=self._left_running
+        )
 
 
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor readable once process ``pid`` has ended (Linux 5.3+), else None."""
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return None
+    try:
+        fd: int = opener(pid)
+    except OSError:  # an old kernel, or the process is already reaped
+        return None
+    return fd
 
 
 def kill_group(pid: int) -> None:

@@ -18,13 +18,15 @@ __all__ = ["Completed", "Died", "Killed", "Outcome", "Raised", "TimedOut", "outc
 
 @dataclasses.dataclass(frozen=True)
 class Completed:
-    """The callable returned ``value``."""
+    """The callable returned ``value``. ``left_running`` names each process it started that
+    was still running when it returned (the worker killed them: a harness error in a case)."""
 
     value: Any
     hits: tuple[Hit, ...]
     matched: tuple[int, ...]
     duration: float
     kind: Literal["completed"] = "completed"
+    left_running: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +50,7 @@ class Killed:
 @dataclasses.dataclass(frozen=True)
 class Raised:
     """The callable raised. ``injected_at`` is ``(point, hit)`` when the exception is the one a
-    Raise fault injected, else ``None``."""
+    Raise fault injected, else ``None``. ``left_running`` as for :class:`Completed`."""
 
     exc_type: str
     message: str
@@ -58,6 +60,7 @@ class Raised:
     matched: tuple[int, ...]
     duration: float
     kind: Literal["raised"] = "raised"
+    left_running: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,14 +87,29 @@ class Died:
 Outcome: TypeAlias = Completed | Killed | Raised | TimedOut | Died
 
 
-def outcome_of(record: tuple[Any, ...] | None, exitcode: int | None, duration: float) -> Outcome:
+def outcome_of(
+    record: tuple[Any, ...] | None,
+    exitcode: int | None,
+    duration: float,
+    *,
+    left_running: tuple[str, ...] = (),
+) -> Outcome:
     """The outcome of a worker from its last record, exit status and run time."""
     if record is not None and record[0] == "returned":
         _, value, hits, matched = record
-        return Completed(value, tuple(hits), tuple(matched), duration)
+        return Completed(value, tuple(hits), tuple(matched), duration, left_running=left_running)
     if record is not None and record[0] == "raised":
         _, exc_type, message, text, injected_at, hits, matched = record
-        return Raised(exc_type, message, text, injected_at, tuple(hits), tuple(matched), duration)
+        return Raised(
+            exc_type,
+            message,
+            text,
+            injected_at,
+            tuple(hits),
+            tuple(matched),
+            duration,
+            left_running=left_running,
+        )
     if record is not None and record[0] == "killed" and exitcode == -signal.SIGKILL:
         _, point, hit, context, fired_at, hits, matched = record
         return Killed(point, hit, context, fired_at, tuple(hits), tuple(matched), duration)

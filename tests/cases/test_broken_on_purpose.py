@@ -340,3 +340,22 @@ def test_a_recovery_that_does_not_reach_its_point_on_the_copy_is_a_harness_error
 def test_the_broken_workers_pass_without_faults(worker: Any, tmp_path: Path) -> None:
     # Each of these bugs needs its fault: on a quiet day they look fine.
     assert run_case(scenario(worker), Schedule((Deliver(0),)), base_dir=tmp_path).passed
+
+
+def worker_leaving_a_helper(message: Mapping[str, Any], ctx: Context) -> object:
+    import subprocess
+
+    subprocess.Popen(["sleep", "30"], start_new_session=True)
+    return reference_worker(message, ctx)
+
+
+def test_a_worker_that_leaves_a_process_running_is_a_harness_error_naming_it(
+    tmp_path: Path,
+) -> None:
+    result = run_case(
+        scenario(worker=worker_leaving_a_helper), Schedule((Deliver(0),)), base_dir=tmp_path
+    )
+    assert not result.passed and result.violations == ()
+    [error] = result.errors
+    assert error.startswith("worker-1 ended with process(es) it started still running: pid ")
+    assert "(sleep 30)" in error

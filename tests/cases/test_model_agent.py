@@ -11,8 +11,7 @@ import pytest
 
 pytest.importorskip("openai", reason="the openai SDK is an agents extra: pip install -e .[agents]")
 
-from pytest_crashpoints import ProviderSpec
-from pytest_crashpoints._plugin.fixture import default_authorities
+from pytest_crashpoints import Authority, ProviderSpec
 from pytest_crashpoints.harness import (
     Deliver,
     KillAt,
@@ -37,7 +36,10 @@ def support_case() -> Scenario:
         recover=recover,
         messages=(TICKET,),
         providers=PROVIDERS,
-        authorities=default_authorities([TICKET], PROVIDERS),
+        authorities={str(TICKET["task_id"]): Authority.of(
+            tenant_id="tenant-1", policy_version="p1",
+            credential_scope="model:read payments:read payments:write email:read email:write",
+        )},
         model=support_script(reask_amount=2000),
         setup=create_charge,
     )

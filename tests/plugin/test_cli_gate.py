@@ -119,6 +119,15 @@ def test_clear_errors(
         ("{not json", "is not a crashpoints report (not JSON"),
         ('{"version": 1}', "is JSON but not a crashpoints report"),
         ('{"version": 9, "tests": []}', "format version 9; this release reads version 1"),
+        (
+            '{"version": 1, "tests": [{"nodeid": "t.py::x"}]}',
+            "is a damaged crashpoints report (test 0 has no valid 'cases')",
+        ),
+        (
+            '{"version": 1, "tests": [{"nodeid": "t", "cases": 1, "coverage": {},'
+            ' "outcome": "failed", "failure": {"schedule_text": 3}}]}',
+            "the failure of test 0 has no valid 'schedule_text'",
+        ),
     ],
 )
 def test_show_refuses_what_is_not_a_report(
@@ -126,7 +135,8 @@ def test_show_refuses_what_is_not_a_report(
 ) -> None:
     Path("report.json").write_text(content)
     assert main(["show", "report.json"]) == 2
-    assert message in capfd.readouterr().err
+    err = capfd.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
 
 
 def test_gate_without_crash_tests_is_an_error(
@@ -135,3 +145,33 @@ def test_gate_without_crash_tests_is_an_error(
     (suite / "test_plain.py").write_text("def test_plain():\n    pass\n")
     assert main(["gate", "crash"]) == 2
     assert "no crash tests ran" in capfd.readouterr().err
+    # No report file at all: not the JSON, the JUnit XML, the Markdown, nor a partial one.
+    assert list(suite.parent.glob("crashpoints-*")) == []
+
+
+DIES = """
+
+@pytest.mark.crashpoints(points="A", providers=["email"])
+def test_dies(crashpoints):
+    import os
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)  # the xdist worker running it dies hard
+"""
+
+
+def test_a_test_whose_xdist_worker_crashed_is_listed_as_failed(
+    suite: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    (suite / "test_suite.py").write_text(SUITE.replace("{expect}", "1") + DIES)
+    assert main(["gate", "crash", "--", "-p", "no:randomly", "-n", "2"]) == 1
+    out = capfd.readouterr().out
+    assert "crash/test_suite.py::test_dies    failed   0" in out
+    assert "1 passed, 1 broken agents caught, 1 failed" in out
+    assert "crashpoints gate: FAILED" in out
+    document = json.loads(Path("crashpoints-report.json").read_text())
+    [died] = [t for t in document["tests"] if t["nodeid"].endswith("::test_dies")]
+    assert died["verdict"] == "failed" and "crashed while running" in died["error"]
+    assert "crashed while running" in Path("crashpoints-summary.md").read_text()
+    assert main(["show", "crashpoints-report.json"]) == 1
+    assert "crashed while running 'crash/test_suite.py::test_dies'" in capfd.readouterr().out

@@ -179,6 +179,14 @@ def _other_version_ledger(path: Path) -> None:
     conn.close()
 
 
+def _version_1_without_ledger_tables(path: Path) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE notes (body TEXT)")
+    conn.execute("PRAGMA user_version = 1")  # claims the current schema version
+    conn.commit()
+    conn.close()
+
+
 def _corrupt_ledger(path: Path) -> None:
     header = bytearray(b"SQLite format 3\x00".ljust(100, b"\x00"))
     header[60:64] = (1).to_bytes(4, "big")  # claims the current schema version
@@ -208,6 +216,11 @@ def _corrupt_ledger(path: Path) -> None:
             "has ledger schema version 99, but this version",
             id="other-schema-version",
         ),
+        pytest.param(
+            _version_1_without_ledger_tables,
+            "is not a pytest-crashpoints ledger (it has no attempts or events table)",
+            id="current-version-without-ledger-tables",
+        ),
         pytest.param(_corrupt_ledger, "is not a readable SQLite ledger", id="corrupt"),
     ],
 )
@@ -221,6 +234,7 @@ def test_a_file_that_is_not_a_ledger_is_refused_and_left_byte_identical(
     make(path)
     before = path.read_bytes()
     assert main(["queue", str(path)]) == 2
+    assert path.read_bytes() == before
     out, err = capsys.readouterr()
     assert out == ""
     assert err.startswith(f"crashpoints queue: error: {path} ")

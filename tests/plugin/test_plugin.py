@@ -158,6 +158,8 @@ def test_verdicts_agree_under_xdist_and_the_summary_aggregates(pytester: pytest.
         ('providers=["email"], max_examples=0', "max_examples=0 is not a whole number"),
         ('providers=["email"], expect=9', "9 is not an invariant (1 to 6)"),
         ('providers=["email"], colour="red"', "unknown keyword(s) colour"),
+        ('providers=["email"], timeout=float("inf")', "timeout=inf is not a positive, finite"),
+        ('providers=["email"], timeout=float("nan")', "timeout=nan is not a positive, finite"),
     ],
 )
 def test_bad_marker_arguments_give_one_clear_error(
@@ -184,7 +186,28 @@ def test_bad_marker_arguments_give_one_clear_error(
         (["--crashpoints-mode=random"], {}, "--crashpoints-mode has the value 'random'"),
         (["--crashpoints-seed=-1"], {}, "--crashpoints-seed has the value '-1'"),
         ([], {"PYTEST_CRASHPOINTS_MAX_EXAMPLES": "many"}, "PYTEST_CRASHPOINTS_MAX_EXAMPLES has"),
-        (["--crashpoints-timeout=0"], {}, "must be a positive number of seconds"),
+        (["--crashpoints-timeout=0"], {}, "must be a positive, finite number of seconds"),
+        (["--crashpoints-timeout=inf"], {}, "'inf': it must be a positive, finite number"),
+        (["--crashpoints-timeout=nan"], {}, "'nan': it must be a positive, finite number"),
+        ([], {"PYTEST_CRASHPOINTS_MAX_FAULTS": "2.5"}, "'2.5': it must be a whole number of 1"),
+        (["--crashpoints-seed=x"], {}, "'x': it must be a whole number of 0 or more, or 'last'"),
+        (["--crashpoints-report=."], {}, "--crashpoints-report has the value '.': it is a dir"),
+        (
+            ["--crashpoints-report=a-file/report.json"],
+            {},
+            "'a-file/report.json': 'a-file' is not a folder this process can write to",
+        ),
+        (
+            ["--crashpoints-replay=garbage"],
+            {},
+            "--crashpoints-replay has the value 'garbage': replay token 'garbage'… is damaged "
+            "(not the text of a replay token)",
+        ),
+        (
+            ["--crashpoints-replay=eJwrSS0uAQAEXQHB"],  # zlib of "test": not a token
+            {},
+            "is damaged (not the text of a replay token)",
+        ),
     ],
 )
 def test_bad_option_values_are_usage_errors(
@@ -197,10 +220,52 @@ def test_bad_option_values_are_usage_errors(
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     pytester.makepyfile("def test_plain():\n    pass\n")
+    pytester.path.joinpath("a-file").write_text("")
     result = run(pytester, *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*{message}*"])
+    err = result.stderr.str()
+    assert "Traceback" not in err and "invalid literal" not in err and ", which" not in err
+
+
+def test_a_bad_ini_boolean_names_its_key(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\ncrashpoints_strict_coverage = maybe\n")
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = run(pytester)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*ini crashpoints_strict_coverage has the value 'maybe': it must be true or false*"]
+    )
     assert "Traceback" not in result.stderr.str()
+
+
+def test_an_unpicklable_worker_under_spawn_is_one_line_naming_it(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        SCENARIO
+        + """
+@pytest.mark.crashpoints(points="A", providers=["email"], start_method="spawn")
+def test_spawn(crashpoints):
+    numbers = (n for n in range(3))  # a generator: dill cannot pickle it
+
+    def locked_worker(message, ctx):
+        next(numbers)
+        return reference_worker(message, ctx)
+
+    crashpoints.run(worker=locked_worker, recover=reference_recovery, messages=[MESSAGE])
+"""
+    )
+    result = run(pytester)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "crashpoints: *test_spawn: could not start a spawn worker: "
+            "test_*.test_spawn.<locals>.locked_worker cannot be pickled*"
+        ]
+    )
+    out = result.stdout.str()
+    assert "_deliver_entry" not in out and "Traceback" not in out
 
 
 def test_option_precedence_marker_over_cli_over_env_over_ini(
@@ -381,3 +446,82 @@ def test_no_task_id(crashpoints):
         ]
     )
     assert "Traceback" not in result.stdout.str()
+
+
+def test_a_replay_token_naming_a_message_the_test_lacks_is_one_line(
+    pytester: pytest.Pytester,
+) -> None:
+    from pytest_crashpoints.harness import Deliver, Schedule, replay_token
+
+    pytester.makepyfile(SCENARIO + GOOD.replace("{mode}", "exhaustive"))
+    token = replay_token(Schedule((Deliver(99),)), seed=1, nodeid="x.py::test_good")
+    result = run(pytester, f"--crashpoints-replay={token}")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "crashpoints: *test_good: the replay token's schedule names message 99, but this "
+            "test has 1 message(s) (0 to 0)*"
+        ]
+    )
+    assert "Traceback" not in result.stdout.str() and "IndexError" not in result.stdout.str()
+
+
+def test_a_worker_that_raises_on_every_message_fails_with_its_traceback(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        SCENARIO
+        + """
+def parse(message):
+    raise ValueError(f"cannot parse {message['task_id']}")
+
+
+def raising_worker(message, ctx):
+    return parse(message)
+
+
+@pytest.mark.crashpoints(points="AB", providers=["email"], mode="exhaustive")
+def test_raises(crashpoints):
+    crashpoints.run(worker=raising_worker, recover=reference_recovery, messages=[MESSAGE])
+"""
+    )
+    result = run(pytester)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*worker-1 raised builtins.ValueError: cannot parse t-1 in the fault-free run*",
+            "*in raising_worker",
+            "*return parse(message)*",
+            "*in parse",
+            "*ValueError: cannot parse t-1",
+        ]
+    )
+    # The user's frames, not the harness's.
+    assert "child_main" not in out and "_deliver_entry" not in out
+
+
+def test_a_case_that_failed_only_by_a_timeout_is_headed_as_a_timeout(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        SCENARIO
+        + """
+import time
+
+
+def slow_worker(message, ctx):
+    time.sleep(5)
+
+
+@pytest.mark.crashpoints(points="A", providers=["email"], timeout=0.5)
+def test_slow(crashpoints):
+    crashpoints.run(worker=slow_worker, messages=[MESSAGE])
+"""
+    )
+    result = run(pytester)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["crashpoints: timeout: worker-1 timed out after *s (timeout 0.5s)*"]
+    )
+    assert "0 violation(s) of invariant(s) none" not in result.stdout.str()

@@ -119,6 +119,8 @@ def worker(message, ctx):
     seen = {k: v for k, v in os.environ.items() if k.startswith("CRASHPOINTS_")}
     path = ctx.env.path / f"worker-{message['task_id']}.json"
     path.write_text(json.dumps({"env": seen, "key": ctx.api_key("email", message["task_id"])}))
+    # One request, read only: a case whose workers never reach a provider fails.
+    ctx.client("email", message["task_id"]).get("/v3/messages/msg_none")
 
 
 def recover(ctx):

@@ -1,4 +1,4 @@
-"""The harness clock: shared by parent and workers, pinned into workers with freezegun."""
+"""The harness clock: shared by parent and workers; a worker's wall time starts at it and moves."""
 
 from __future__ import annotations
 
@@ -50,8 +50,8 @@ def test_a_worker_sees_harness_time_as_wall_time(tmp_path: Path) -> None:
     outcome = run_worker(read_time, clock=clock, timeout=30)
     assert isinstance(outcome, Completed)
     wall, iso, harness = outcome.value
-    assert wall == HARNESS_EPOCH.timestamp() + 3600
-    assert iso == "2026-01-01T01:00:00+00:00"
+    assert 0 <= wall - (HARNESS_EPOCH.timestamp() + 3600) < 1.0
+    assert iso.startswith("2026-01-01T01:00:0")
     assert harness == 3600.0
 
 
@@ -72,4 +72,80 @@ def test_a_paused_worker_follows_the_parents_advance(tmp_path: Path) -> None:
         outcome = worker.wait()
     assert isinstance(outcome, Completed)
     before, after = outcome.value
-    assert after - before == 30
+    assert 29.9 < after - before < 31  # to harness time 30, less the drift before
+
+
+def test_wall_time_moves_and_the_real_clocks_are_real(tmp_path: Path) -> None:
+    """Timeouts, deadlines and backoff in a worker behave as in production."""
+    clock = HarnessClock(tmp_path / "clock", start=60.0)
+
+    def timers() -> dict[str, float]:
+        start_wall, start_mono = time.time(), time.monotonic()
+        deadline = time.monotonic() + 0.2  # a 200 ms deadline loop
+        rounds = 0
+        while time.monotonic() < deadline:
+            time.sleep(0.01)
+            rounds += 1
+        delay = 0.01
+        for _ in range(3):  # a retry with exponential backoff
+            time.sleep(delay)
+            delay *= 2
+        return {
+            "wall": time.time() - start_wall,
+            "mono": time.monotonic() - start_mono,
+            "gap": abs(time.monotonic() - time.clock_gettime(time.CLOCK_MONOTONIC)),
+            "start": start_wall - HARNESS_EPOCH.timestamp(),
+            "rounds": rounds,
+        }
+
+    outcome = run_worker(timers, clock=clock, timeout=10)
+    assert isinstance(outcome, Completed), outcome
+    seen = outcome.value
+    # Wall time moves as real time does (no upper bound in seconds: a loaded machine is slow).
+    assert seen["wall"] >= 0.27 and seen["mono"] >= 0.27
+    assert abs(seen["wall"] - seen["mono"]) < 0.05
+    assert seen["gap"] < 0.01  # monotonic() is the real clock, not a pinned one
+    assert 60.0 <= seen["start"] < 61.0
+    assert seen["rounds"] >= 5
+
+
+def test_an_advance_jumps_wall_time_forward_never_back(tmp_path: Path) -> None:
+    clock = HarnessClock(tmp_path / "clock")
+
+    def readings() -> tuple[float, float, float, float]:
+        time.sleep(0.3)  # ahead of harness time by 0.3 s of real time
+        ahead = time.time()
+        crashpoint("sync")  # harness time has not moved: no jump back
+        same = time.time()
+        mono = time.monotonic()
+        crashpoint("lease.check")  # the parent advances 400 s while this one waits
+        return ahead, same, time.time(), time.monotonic() - mono
+
+    with start_worker(
+        readings, faults=[Fault("lease.check", Pause("g"))], clock=clock, timeout=30
+    ) as worker:
+        worker.wait_paused("g")
+        clock.advance(400)
+        worker.release("g")
+        outcome = worker.wait()
+    assert isinstance(outcome, Completed), outcome
+    ahead, same, after, mono_moved = outcome.value
+    epoch = HARNESS_EPOCH.timestamp()
+    assert 0.3 <= ahead - epoch < 1.0 and same >= ahead
+    assert 400.0 <= after - epoch < 401.0
+    assert mono_moved < 5.0  # the jump is the wall clock's only
+
+
+
+def test_the_clock_and_its_lock_file_are_created_rw_r__r__(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        clock = HarnessClock(tmp_path / "clock")
+        clock.advance(1.0)
+    finally:
+        os.umask(old)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()}
+    assert modes == {"clock": 0o644, "clock.lock": 0o644}
