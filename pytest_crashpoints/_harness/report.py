@@ -163,7 +163,8 @@ def _heading(failure: Failure) -> str:
         ) or "none"
         return f"crashpoints: {len(failure.violations)} violation(s) of invariant(s) {names}"
     firsts = [error.splitlines()[0] if error else "" for error in failure.errors]
-    kind = "timeout" if all(" timed out after " in first for first in firsts) else "harness error"
+    # Headed by the first error: what went wrong first (later ones often follow from it).
+    kind = "timeout" if " timed out after " in firsts[0] else "harness error"
     more = len(firsts) - 1
     return f"crashpoints: {kind}: {firsts[0]}" + (f" (and {more} more)" if more else "")
 
