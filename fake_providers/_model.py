@@ -185,8 +185,10 @@ class Model(Provider):
         ]
 
     def credential(self, request: httpx.Request) -> str | None:
-        key: str | None = request.headers.get("x-api-key")
-        return key.strip() or None if key else super().credential(request)
+        anthropic: str | None = request.headers.get("x-api-key")  # Anthropic's header
+        if anthropic is not None:
+            return anthropic.strip() or None
+        return super().credential(request)
 
     def error(self, status: int, message: str, *, code: str | None = None) -> Reply:
         kind = _ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")

@@ -4,6 +4,7 @@ that fails the test."""
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from pathlib import Path
 
@@ -115,3 +116,33 @@ def test_a_script_with_no_answer_fails_the_test_in_one_line(pytester: pytest.Pyt
         "but no script says what it answers; pass model=Script(*",
     ])
     assert "Traceback" not in result.stdout.str()
+
+
+def test_the_failure_of_a_broken_variant_tells_the_models_turns(tmp_path: Path) -> None:
+    """The key made of what the model chose: killed after the refund, the worker is delivered
+    again, the model asked again picks another amount, and a second refund is made. The
+    timeline shows the turns where they happened: the first answer before the first refund,
+    the kill, the question asked again before the second refund."""
+    import functools
+
+    case = dataclasses.replace(
+        support_case(), worker=functools.partial(handle_ticket, key_from="arguments")
+    )
+    golden = run_case(case, Schedule((Deliver(0),)), base_dir=tmp_path)
+    result = run_case(
+        case, Schedule((Deliver(0, kill=KillAt("B", 1)),)), base_dir=tmp_path,
+        expected=golden.expected_effects,
+    )
+    assert {v.invariant for v in result.violations} == {1}
+    lines = result.timeline.splitlines()
+
+    def first(text: str, after: int = -1) -> int:
+        return next(i for i, line in enumerate(lines) if text in line and i > after)
+
+    turn = first("chat.completions.create turn 0: refund_charge(")
+    refund = first("refunds.create", turn)
+    kill = first("killed at B (hit 1)", refund)
+    again = first("turn 0, asked again (2nd time): refund_charge(", kill)
+    second = first("refunds.create", again)
+    assert "amount=1500" in lines[turn] and "amount=2000" in lines[again]
+    assert turn < refund < kill < again < second
