@@ -5,12 +5,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-fast gate lint typecheck clean bench bound2
+.PHONY: test test-fast gate lint typecheck clean bench bound2 dist equivalence
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): $(BIN)/python pyproject.toml
+# Reinstalled when the metadata changes: pyproject.toml, and the description it names.
+$(STAMP): $(BIN)/python pyproject.toml README.pypi.md
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,agents]'
 	touch $(STAMP)
@@ -35,10 +36,24 @@ gate: $(STAMP)
 bound2: $(STAMP)
 	$(BIN)/python -m scenarios.bound2
 
+# Every single-fault schedule of every bundled scenario and broken agent on both engines:
+# a schedule where the states engine and a real kill differ fails its test (about twice the
+# exhaustive sweep's time).
+equivalence: $(STAMP)
+	$(BIN)/python -m pytest -p crashpoints scenarios --crashpoints-mode=exhaustive \
+		--crashpoints-max-faults=1 --crashpoints-engine=compare -n auto -q -p no:randomly
+
 # Benchmarks: writes bench/results.json and the table in docs/performance.md.
 # BENCH_ARGS=--quick for a smoke run, BENCH_ARGS='--only 1,3' for some items.
 bench: $(STAMP)
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
+# The sdist and the wheel, in dist/, checked as a release is (twine, check-wheel-contents).
+dist: $(STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --no-isolation --outdir dist .
+	$(BIN)/twine check --strict dist/*
+	$(BIN)/check-wheel-contents dist/*.whl
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis dist

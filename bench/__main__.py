@@ -32,6 +32,7 @@ ITEMS = {
     6: "memory",
     8: "clock_pin",
     2: "sweep",
+    9: "engines",
 }
 
 

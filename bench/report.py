@@ -65,6 +65,15 @@ MEASURED = """\
    `monotonic()` and `perf_counter()` are real; a 200 ms deadline loop ends; `asyncio.sleep`
    and `wait_for(timeout=)` work; an advance jumps wall time but not `monotonic()`; a thread
    the worker starts, and a reference to `time.time` taken before the pin, see the pin).
+9. **States engine against processes engine**, the same schedules through both
+   (`--crashpoints-engine`), each pair back to back: the exhaustive single-fault sweep of
+   `scenarios/` (broken agents left out, as in item 2) at `-n 2`; the e-mail scenario's
+   exhaustive sweep through `explore` (crash states checked per second: every case for the
+   processes engine, every distinct state for the states engine; the amortized cost of one
+   against the fork floor; the processes each engine forked); the fault-free case against the
+   floor (for the states engine the recorded golden run, the world set up once per test
+   apart); `crashpoints gate scenarios -- -n 2` with one seed. The verdicts and case counts of
+   each pair must agree, or the item fails.
 """
 
 
@@ -113,6 +122,133 @@ def _profile(items: list[dict[str, Any]]) -> list[str]:
         lines += [f"- `{h}`" for h in hotspots]
     return [*lines, ""]
 
+
+SESSION_COST = """\
+## What installing the plugin costs every pytest session
+
+Item 5 is the plugin module alone. Installing the package costs more: every installed package
+with a pytest plugin (a `pytest11` entry point) is loaded by every pytest session of its
+user, crash tests or not. Four virtual environments, each running one trivial test
+(`python -m bench.session_cost`: 30 rounds, the environments taking turns; CPU time is the
+session's user + system time, steadier than wall time on this shared 2-CPU machine, whose
+load stood near 10 during the run; medians), measured 2026-11-30 with pytest 9.2.0, CPython
+3.11.7. `before` is this package as it was, when it required pytest-xdist and respx:
+
+| environment | CPU | wall | modules | pytest plugins loaded |
+|---|---|---|---|---|
+| `bare`: pytest alone | 179 ms | 645 ms | 324 | none |
+| `base`: pytest and the dependencies | 405 ms | 1406 ms | 486 | time-machine, anyio, hypothesis |
+| `before`: the plugin, 0.1.0.dev0 | 496 ms | 1564 ms | 598 | those, crashpoints, respx, xdist |
+| `after`: the plugin now | 390 ms | 1286 ms | 492 | those, crashpoints |
+
+Dropping pytest-xdist and respx from the requirements saves about 105 ms of CPU (a fifth)
+and 106 modules in every session: respx's plugin imported respx's router and models, xdist's
+its hooks and execnet. The plugin itself adds nothing measurable to its dependencies (item 5
+puts its import at about 6 ms). What stays, about 210 ms of CPU over pytest alone, is the
+plugins the harness's dependencies bring: Hypothesis's (its terminal summary imports the
+whole of Hypothesis, about 125 ms), anyio's, which comes with httpx (about 90 ms), and
+time-machine's (about 10 ms); each figure is the drop when that plugin is switched off (`-p
+no:hypothesispytest`, `-p no:anyio`, `-p no:time_machine`; 15 runs, noisy). All three stay:
+Hypothesis draws and shrinks the schedules, httpx is the harness's transport and the fake
+providers' request type, and time-machine pins each worker's clock. A project whose other
+tests do not use anyio can put `-p no:anyio` in its `addopts`: crash tests do not need its
+plugin.
+
+To measure it again (the package registry is needed to build the environments):
+
+```sh
+python -m build --wheel --outdir dist .         # this checkout's wheel
+for name in bare base after; do python -m venv /tmp/cost/$name; done
+/tmp/cost/bare/bin/pip install pytest
+/tmp/cost/base/bin/pip install pytest hypothesis httpx time-machine multiprocess
+/tmp/cost/after/bin/pip install dist/pytest_crashpoints-*.whl
+python -m bench.session_cost --rounds 30 /tmp/cost/bare /tmp/cost/base /tmp/cost/after
+```
+"""
+
+STATES = """\
+## The states engine
+
+**Method.** A `SIGKILL` takes a process's memory and nothing else: every write the process
+made is in the operating system's page cache, and the next process to open the files reads
+exactly those bytes. So the state a kill at "point P, hit n" leaves is the bytes of the run
+directory at that instant (the reference ledger and its WAL, the providers' journals, the
+authority store, the harness clock, the agent's own files). The states engine runs each plain
+delivery once with every fail point armed to *stop* (`Stop`): at each call the worker tells
+the harness which call it is and sends itself `SIGSTOP`, exactly where a `Kill` would have
+sent `SIGKILL`, so every thread stops at once and no other thread writes after that instant;
+the harness waits until `/proc` shows every thread stopped, stops the worker's process group,
+copies the run directory and continues the group with one `SIGCONT`. One run of the worker
+yields the crash state of every kill on it (B3 and CrashMonkey construct crash states the same
+way, from a recorded trace; here the recording is the real process, stopped). A kill deferred
+to the next fail point (C at the transport and at the wire) takes the copy of the call where
+it would fire; the automatic A of the wire hooks is a fail point call like any other. A kill
+whose hit the recording never reached, or a recording that missed a call, stands for nothing:
+the schedule runs the processes way.
+
+Around the recordings the engine keeps one world per test (run directory, loopback servers,
+ports, signing secret) and a tree of states: after each step it runs, the run directory's
+bytes and the harness's record of the case (history, observations, unacknowledged messages,
+process numbering) are kept, and a schedule starts from the longest prefix of its steps
+already run (the fault-free run's prefix for every single-fault schedule; the crash state of
+the first fault for a second one). Schedules whose steps reach byte-identical run directories
+with the same record share the quiet phase and the killed-recovery replay (they run once; each
+schedule still gets its own checks, history and result). Invariant 6's killed-recovery replay
+starts from the crash state the quiet phase's first recovery run was stopped in at recovery's
+own fail point, instead of a copy of the run directory and one more recovery process killed
+there.
+
+**Why it is exact for process crashes.** The restored bytes are the bytes at the instant of
+the kill, restored under the very servers, ports and signing secret they were recorded under
+(a provider's URLs carry its port, and per-process keys derive from the secret, so an agent
+may have stored either). What is not copied is what a crash also loses or SQLite rebuilds:
+the processes' memory, and SQLite's `-shm` WAL index, which SQLite rebuilds from the WAL when
+the first connection opens a database nobody has open, as after any crash; rollback journals
+and WALs are copied with their databases and are rolled back or recovered on that open. The
+harness record a kill produces (the hits so far, where a deferred kill fired, the process's
+name) is built from the recording's own trace. Process names, request counters and the clock
+are in the record or the files, so the processes that run next are numbered and timed as they
+would be after a real kill. Copies are read through descriptors kept open until the harness
+has closed its own SQLite connections: closing any descriptor of a file drops every POSIX lock
+the process holds on it (see "Fork from a pinned process" below).
+
+**What it does not model.** Power loss and kernel crashes: the page cache survives a process
+kill, not a power cut, so torn writes, lost unsynced writes and reordered writes to the disk
+are not simulated by either engine (they are a different fault model, the one B3 and
+CrashMonkey target for file systems). For the same reason the simulated providers' journals
+and the authority store, which only the harness reads, no longer sync to disk on each commit:
+a sync cost several milliseconds per provider request on a shared disk and protects against
+nothing a process crash can do. The agent's own files keep the durability settings the agent
+chose (the reference ledger still commits with `synchronous=FULL`).
+
+**Confirmation.** A failure the states engine finds is run again the processes way, in a new
+world with fresh processes and a real `SIGKILL` at the point, before it is reported; the
+report, its timeline and its run directory are the real kill's. If the two verdicts or end
+states differ, the test fails with "crashpoints harness bug" and both verdicts, never hidden.
+`--crashpoints-engine=compare` does this for every schedule (the acceptance tests of the
+broken agents and of the invoice e-mail run that way; `make equivalence` runs every bundled
+scenario and broken agent, every single-fault schedule, both ways).
+
+**Why item 9's goals are missed, and by how much they can be.** The engine removes, per case:
+the world's set-up (a run directory, servers, provider schemas and keys), the killed worker
+(and every delivery before it), the copy of the run directory for the replay and the replay's
+killed recovery process. It cannot remove what checking a crash state is: the quiet phase
+(recovery, the redelivery of the dead worker's message, the recovery run that shows nothing
+changes) and the killed-recovery replay's own quiet phase, four to six real processes per
+state, each running the agent's real SQLite commits (the reference ledger syncs each one, about
+5-7 ms on this machine's shared disk while it was measured). On the e-mail scenario's
+exhaustive sweep the processes engine forked 6.2 processes per case and the states engine 4.3
+(231 and 160 for 37 cases, counted on 2026-11-30 at a load average near 12 on 2 cores), and
+the parent spent three quarters of its time waiting for those processes: the process count
+bounds the speed-up near 1.5x, whatever the harness does between them. Sharing goes further
+only where schedules reach byte-identical states: kills at fail points with no durable write
+between them (B and C of a provider with a durable receipt, or a test that declares
+`db.commit`, `ledger.write` and the like), and Hypothesis's repeated and shrunk draws; the
+bundled sweep's kills are at A, B and C, which mostly leave three different states. The
+crash-states-per-second and fault-free goals are below the cost of the quiet phase's own
+processes. Running a test's independent crash states in parallel (`--crashpoints-jobs`) was
+not built: on this 2-core machine shared with xdist workers it would have had no free core.
+"""
 
 KNOWN_COSTS = """\
 ## Known costs
@@ -230,7 +366,7 @@ def render(results: dict[str, Any]) -> str:
         f"Goals met: {', '.join(met) or 'none'}. Missed: {', '.join(missed) or 'none'}."
         + (f" Not measured: {', '.join(other)}." if other else "")
     )
-    lines += ["", *_profile(items), MEASURED, KNOWN_COSTS]
+    lines += ["", *_profile(items), MEASURED, SESSION_COST, STATES, KNOWN_COSTS]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from ._inject.transport import AsyncCrashTransport, CrashTransport
     from ._ledger.args import args_hash
     from ._ledger.authority import Authority
+    from ._ledger.jsonlines import JSONLinesLedgerView
     from ._ledger.records import Attempt
     from ._ledger.sqlite import Ledger
     from ._ledger.states import State
@@ -62,6 +63,7 @@ _HOME = {
     "args_hash": "._ledger.args",
     "LedgerView": "._ledger.views",
     "SQLiteLedgerView": "._ledger.views",
+    "JSONLinesLedgerView": "._ledger.jsonlines",
     "Context": "._harness.context",
     "ProviderSpec": "._harness.context",
     "ExplorationReport": "._harness.report",
@@ -194,6 +196,7 @@ __all__ = [
     "CrashpointsFixture",
     "ExplorationReport",
     "Found",
+    "JSONLinesLedgerView",
     "Ledger",
     "LedgerView",
     "ProviderRejected",

@@ -11,6 +11,7 @@ Every error descends from :class:`CrashpointsError` and says what went wrong and
     │   ├── UnknownAttempt        no attempt with that id
     │   └── LeaseHeld             the attempt is owned by someone else whose lease has not expired
     ├── ProviderRejected          the provider refused the request before applying any effect
+    ├── CommandFailed             a worker or recovery command exited non-zero or by a signal
     ├── ScriptError               the fake model's script is malformed or has no answer (ValueError)
     └── HarnessError              the fault-injection harness could not do what was asked
         ├── HarnessUsageError     a bad fault, timeout, clock move or authority change (ValueError)
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 __all__ = [
     "ArgumentsError",
+    "CommandFailed",
     "CrashpointsError",
     "HarnessError",
     "HarnessUsageError",
@@ -125,6 +127,13 @@ class ProviderRejected(CrashpointsError):
         self.retryable = retryable
         self.retry_after = retry_after
         super().__init__(message)
+
+
+class CommandFailed(CrashpointsError):
+    """A worker or recovery that is a command exited with a non-zero status or was killed by
+    a signal the harness did not send: as a Python worker that raised, its message stays
+    unacknowledged. The message quotes the end of its standard error (all of it is in the run
+    directory's ``logs/``)."""
 
 
 class ScriptError(CrashpointsError, ValueError):

@@ -12,8 +12,12 @@ For tools built on pytest-crashpoints and for tests that steer processes themsel
 - workers in real subprocesses (:func:`run_worker`, :func:`start_worker`, :class:`Worker`, the
   outcomes :class:`Completed`, :class:`Killed`, :class:`Raised`, :class:`TimedOut`,
   :class:`Died`), armed with faults (:class:`Fault` and its actions :class:`Kill`,
-  :class:`Raise`, :class:`Pause`, :class:`Count`), forked from one :func:`fork_server` (a
-  :class:`ForkServer`);
+  :class:`Raise`, :class:`Pause`, :class:`Count`, :class:`Stop`), forked from one
+  :func:`fork_server` (a :class:`ForkServer`);
+- workers and recoveries that are commands in any language (:class:`CommandWorker`,
+  :class:`CommandRecovery`), with fail points over HTTP (:class:`FailpointServer`);
+- the states engine (:class:`StatesEngine`): one world per test, crash states recorded from
+  stopped workers, a schedule run from the longest prefix already run;
 - forced interleavings and duplicate delivery (:func:`run_interleaved`,
   :func:`deliver_concurrently`, :func:`redeliver_after_success`, :func:`redeliver_after_crash`);
 - the world of a case: the harness clock (:class:`HarnessClock`), the run directory
@@ -35,7 +39,9 @@ For tools built on pytest-crashpoints and for tests that steer processes themsel
 
 from ._harness.authority_store import AuthorityChange, AuthorityStore
 from ._harness.case import CaseResult, run_case
+from ._harness.command import CommandRecovery, CommandWorker
 from ._harness.context import CaseEnv, Context, ProviderSpec
+from ._harness.engine import StatesEngine
 from ._harness.evidence import (
     Evidence,
     ExpectedEffect,
@@ -81,7 +87,9 @@ from ._inject.failpoints import (
     Kill,
     Pause,
     Raise,
+    Stop,
 )
+from ._inject.protocol import FailpointServer
 from ._inject.wire import decode_preamble, encode_preamble, install_wire_hooks
 from ._process.clock import HARNESS_EPOCH, HarnessClock
 from ._process.delivery import (
@@ -109,6 +117,8 @@ __all__ = [
     "CaseEnv",
     "CaseResult",
     "ChangeAuthority",
+    "CommandRecovery",
+    "CommandWorker",
     "Completed",
     "Context",
     "Count",
@@ -118,6 +128,7 @@ __all__ = [
     "Evidence",
     "ExpectedEffect",
     "ExplorationReport",
+    "FailpointServer",
     "Failure",
     "Fault",
     "ForkServer",
@@ -149,7 +160,9 @@ __all__ = [
     "SearchLag",
     "Space",
     "StartMethod",
+    "StatesEngine",
     "Step",
+    "Stop",
     "TimedOut",
     "Token",
     "Violation",

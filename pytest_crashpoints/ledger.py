@@ -10,7 +10,8 @@ Everything an agent needs at run time, with or without a test harness:
 - the safe-order tool call (:func:`guarded_call`) around any :class:`ToolAdapter`, with what
   an adapter answers (:class:`Receipt`, :class:`Found`, :class:`Absent`, :class:`Unavailable`);
 - the reference recovery (:func:`recover`, :class:`RecoveryPolicy`, :class:`RecoveryAction`);
-- views that let the harness read any ledger (:class:`LedgerView`, :class:`SQLiteLedgerView`).
+- views that let the harness read any ledger (:class:`LedgerView`, :class:`SQLiteLedgerView`,
+  :class:`JSONLinesLedgerView`).
 
 The most used names are also importable from ``pytest_crashpoints`` itself.
 """
@@ -27,6 +28,7 @@ from ._agent.toolcall import (
 )
 from ._ledger.args import JSONValue, args_hash, canonical_json, normalize_args
 from ._ledger.authority import Authority
+from ._ledger.jsonlines import JSONLinesLedgerView
 from ._ledger.records import Attempt, Event, QueueEntry
 from ._ledger.sqlite import SCHEMA_VERSION, Ledger
 from ._ledger.states import FINAL_STATES, IN_FLIGHT_STATES, TRANSITIONS, State
@@ -42,6 +44,7 @@ __all__ = [
     "Authority",
     "Event",
     "Found",
+    "JSONLinesLedgerView",
     "JSONValue",
     "Ledger",
     "LedgerView",

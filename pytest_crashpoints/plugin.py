@@ -6,22 +6,28 @@ Kept thin and cheap to import: every pytest run of every user imports it, so the
 - ``@pytest.mark.crashpoints(...)`` is validated at collection; a bad marker fails its test
   with one line naming the test and the bad value.
 - The header says ``Using --crashpoints-seed=N``; ``--crashpoints-seed=last`` reuses it.
+  Without it, ``--hypothesis-seed`` seeds the crash schedules too: the seed shown is the seed
+  used.
 - Each test's result travels on its report as JSON (so it comes back from xdist workers);
-  the terminal summary aggregates them, and ``--crashpoints-report PATH`` writes them.
+  the terminal summary aggregates them, and ``--crashpoints-report PATH`` writes them. The
+  seed, cases, verdict, invariants broken and replay token also go to the JUnit XML, as
+  properties of the test (``record_property``'s mechanism).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
+import re
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ._plugin.options import SessionOptions, add_options, read_options
-from ._plugin.report import REPORT_ATTR
+from ._plugin.options import DOCS_URL, SessionOptions, add_options, read_options
+from ._plugin.report import REPORT_ATTR, junit_properties
 
 if TYPE_CHECKING:
     from ._plugin.fixture import CrashpointsFixture
@@ -30,11 +36,13 @@ MARKER_HELP = (
     "crashpoints(points='ABCDEF', *, providers=(), mode=None, max_examples=None, "
     "max_faults=None, timeout=None, start_method='fork', strict_coverage=None, expect=()): "
     "run this test's worker under crash schedules: real SIGKILLs at the points, recovery, "
-    "and the six invariants. See docs/reference.md#marker"
+    f"and the six invariants. See {DOCS_URL}reference.md#the-marker"
 )
 
 options_key = pytest.StashKey[SessionOptions]()
 seed_key = pytest.StashKey[int]()
+#: Where the session's seed came from, when not from a crashpoints option ("" otherwise).
+seed_origin_key = pytest.StashKey[str]()
 marker_key = pytest.StashKey[Any]()
 fixture_key = pytest.StashKey[Any]()
 
@@ -53,6 +61,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
     options = read_options(config)
     config.stash[options_key] = options
+    config.stash[seed_origin_key] = ""
     config.stash[seed_key] = _session_seed(config, options)
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistHooks(), "crashpoints-xdist")
@@ -71,10 +80,28 @@ def _session_seed(config: pytest.Config, options: SessionOptions) -> int:
                 "the pytest cache; run once without it, or pass a number."
             )
         return int(last)
-    seed = options.seed if isinstance(options.seed, int) else random.Random().getrandbits(32)
+    if isinstance(options.seed, int):
+        seed = options.seed
+    else:
+        forced = _hypothesis_seed(config)
+        if forced is not None:
+            config.stash[seed_origin_key] = " (from --hypothesis-seed)"
+        seed = forced if forced is not None else random.Random().getrandbits(32)
     if cache is not None:
         cache.set("crashpoints/seed", seed)
     return seed
+
+
+def _hypothesis_seed(config: pytest.Config) -> int | None:
+    """``--hypothesis-seed``, as a crash-schedule seed (a whole number of 0 or more; any other
+    value Hypothesis accepts is turned into one), or None when it was not given."""
+    raw = config.getoption("hypothesis_seed", default=None)  # Hypothesis's plugin's option
+    if raw is None:
+        return None
+    text = str(raw)
+    if re.fullmatch(r"[0-9]+", text):
+        return int(text)
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big")
 
 
 class _XdistHooks:
@@ -85,7 +112,7 @@ class _XdistHooks:
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    return f"Using --crashpoints-seed={config.stash[seed_key]}"
+    return f"Using --crashpoints-seed={config.stash[seed_key]}{config.stash[seed_origin_key]}"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -151,6 +178,12 @@ def pytest_runtest_makereport(
         if fixture.marker.expect and report.passed:
             data["verdict"] = "caught"  # broken on purpose, and the harness found it
         setattr(report, REPORT_ATTR, json.dumps(data))
+        # Taken into the JUnit XML from the teardown report, as record_property's are.
+        item.user_properties.extend(junit_properties(data, outcome=report.outcome))
+        if fixture.statistics is not None:
+            # Hypothesis's plugin shows this under --hypothesis-show-statistics (and puts
+            # it in the JUnit XML), as for a test of its own.
+            item.hypothesis_statistics = fixture.statistics  # type: ignore[attr-defined]
     return report
 
 

@@ -4,7 +4,8 @@ Every tool call of a message gets its intent (and idempotency key) in the ledger
 first request leaves. A crash in the middle of the task then leaves the remaining steps in
 the ledger as INTENT_RECORDED, for recovery to dispatch, instead of nowhere: the work is never
 lost, even if the message is not delivered again. Each step then runs through the reference
-:func:`guarded_call` (a planned intent is found by its key, claimed and dispatched).
+:func:`guarded_call` (a planned intent is found by its key, claimed and dispatched), which
+asks the task's authority again before each request leaves.
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ def planned_worker(message: Mapping[str, Any], ctx: Context) -> list[str]:
             authority=authority,
             actor=ctx.worker_id,
             lease_seconds=LEASE_SECONDS,
+            # Asked again before each request leaves: a step the task may no longer take
+            # (revoked, narrowed, moved) goes to MANUAL_REVIEW, not out under old credentials.
+            current_authority=lambda: ctx.authority(task_id),
         )
         states.append(attempt.state.value)
     return states

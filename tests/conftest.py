@@ -28,3 +28,17 @@ def ledger(tmp_path: pytest.TempPathFactory, clock: ManualClock) -> Ledger:
     ledger = Ledger(tmp_path / "ledger.sqlite3", clock=clock)  # type: ignore[operator]
     yield ledger  # type: ignore[misc]
     ledger.close()
+
+
+def assert_follows_the_report_schema(document: object) -> None:
+    """Validate a JSON report with jsonschema against the schema the package ships."""
+    import json
+    from importlib.resources import files
+
+    import jsonschema
+
+    version = document["version"] if isinstance(document, dict) else None
+    schema = json.loads(
+        files("pytest_crashpoints").joinpath(f"schemas/report-v{version}.json").read_text()
+    )
+    jsonschema.Draft202012Validator(schema).validate(document)

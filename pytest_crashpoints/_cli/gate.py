@@ -38,6 +38,8 @@ def gate(
 ) -> int:
     """Run the crash suites under ``paths`` as a deployment gate; return the exit status.
 
+    No ``paths``: pytest collects what it would here (its ``testpaths``, or the current folder).
+
     The reports of an earlier run stay where they are until the new ones are complete: pytest
     writes to ``.new`` files beside them, which replace them only when crash tests ran.
     """
@@ -97,8 +99,9 @@ def _conclude(
                 file=sys.stderr,
             )
             return status
+        where = ", ".join(paths) or f"{Path.cwd()} (pytest's testpaths, or the folder itself)"
         print(
-            f"crashpoints gate: error: no crash tests ran under {', '.join(paths)} "
+            f"crashpoints gate: error: no crash tests ran under {where} "
             f"(pytest exit {status}); mark tests with @pytest.mark.crashpoints(...). "
             "No report was written.",
             file=sys.stderr,

@@ -19,28 +19,69 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["main"]
+from .._plugin.options import DOCS_URL
+
+__all__ = ["main", "version"]
+
+
+def version() -> str:
+    """The installed release of pytest-crashpoints (from the package's metadata)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("pytest-crashpoints")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+class _Help(argparse.HelpFormatter):
+    """argparse's help, but a URL in a description or epilog is never broken across lines."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import textwrap
+
+        return textwrap.fill(
+            " ".join(text.split()),
+            width,
+            initial_indent=indent,
+            subsequent_indent=indent,
+            break_on_hyphens=False,
+            break_long_words=False,
+        )
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="crashpoints",
+        formatter_class=_Help,
         description=(
             "Prove that tool calls survive crashes: run crash suites as a deployment gate."
         ),
+        epilog=f"Documentation: {DOCS_URL}cli.md",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s (pytest-crashpoints) {version()}"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     gate = sub.add_parser(
         "gate",
-        help="run the crash suites (default: the bundled scenarios) as a deployment gate",
+        formatter_class=_Help,
+        help="run the crash tests as a deployment gate",
         description=(
             "Run pytest with the crashpoints plugin over PATHS (strict coverage on), write the "
             "JSON report, JUnit XML and a Markdown summary, and exit non-zero on any "
             "violation, declared point never reached, or deliberately broken agent not "
             "caught. Arguments after -- go to pytest (e.g. -- -n 2)."
         ),
+        epilog=f"Documentation: {DOCS_URL}cli.md#crashpoints-gate",
     )
-    gate.add_argument("paths", nargs="*", help="test files or folders (default: scenarios/)")
+    gate.add_argument(
+        "paths",
+        nargs="*",
+        help="test files, folders or node ids (default: what pytest collects here: your "
+        "configuration's testpaths, or the current folder)",
+    )
     gate.add_argument(
         "--report", default="crashpoints-report.json", help="JSON report path (%(default)s)"
     )
@@ -103,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .gate import gate
 
     return gate(
-        list(args.paths) or ["scenarios"],
+        list(args.paths),
         report=Path(args.report),
         junit=Path(args.junit),
         markdown=Path(args.markdown),

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .._plugin.report import REPORT_VERSION
+from .._plugin.schema import problem, report_schema
 from .._plugin.summary import verdict_of
 from ..errors import CrashpointsError
 
@@ -15,7 +16,8 @@ __all__ = ["load_report", "render_markdown", "render_table", "report_totals"]
 
 
 def load_report(path: Path) -> dict[str, Any]:
-    """Read a ``--crashpoints-report`` JSON file; raise CrashpointsError if it is not one."""
+    """Read a ``--crashpoints-report`` JSON file; raise CrashpointsError if it is not one of
+    this format version, or does not follow its schema (``schemas/report-vN.json``)."""
     if not path.is_file():
         raise CrashpointsError(f"no report at {path}; run `crashpoints gate` to write one.")
     try:
@@ -27,55 +29,19 @@ def load_report(path: Path) -> dict[str, Any]:
         ) from None
     if not isinstance(document, dict) or "tests" not in document:
         raise CrashpointsError(f"{path} is JSON but not a crashpoints report (no 'tests').")
-    if document.get("version") != REPORT_VERSION:
+    version = document.get("version")
+    if version != REPORT_VERSION or isinstance(version, bool):
         raise CrashpointsError(
-            f"{path} is a crashpoints report of format version {document.get('version')!r}; "
+            f"{path} is a crashpoints report of format version {version!r}; "
             f"this release reads version {REPORT_VERSION}. Use the release that wrote it."
         )
-    problem = _damage(document["tests"])
-    if problem is not None:
+    damage = problem(document, report_schema(REPORT_VERSION))
+    if damage is not None:
         raise CrashpointsError(
-            f"{path} is a damaged crashpoints report ({problem}); run the tests again to "
+            f"{path} is a damaged crashpoints report ({damage}); run the tests again to "
             "write a new one."
         )
     return document
-
-
-# What the table, the Markdown and ``show`` read of each test: field -> accepted types.
-_TEST_FIELDS: dict[str, tuple[type, ...]] = {"nodeid": (str,), "cases": (int,), "coverage": (dict,)}
-_FAILURE_FIELDS: dict[str, tuple[type, ...]] = {
-    "schedule_text": (str,),
-    "violations": (list,),
-    "invariants": (list,),
-    "timeline": (str,),
-    "replay_command": (str,),
-}
-
-
-def _damage(tests: object) -> str | None:
-    """What is wrong with the ``tests`` of a report, in words, or None."""
-    if not isinstance(tests, list):
-        return "'tests' is not a list"
-    for index, test in enumerate(tests):
-        if not isinstance(test, dict):
-            return f"test {index} is not an object"
-        for name, types in _TEST_FIELDS.items():
-            if not isinstance(test.get(name), types) or isinstance(test.get(name), bool):
-                return f"test {index} has no valid {name!r}"
-        if not all(isinstance(row, dict) and "reached" in row for row in test["coverage"].values()):
-            return f"test {index} has a damaged 'coverage'"
-        for name in ("expect", "unreached", "unkilled"):
-            if not isinstance(test.get(name, []), list):
-                return f"test {index} has a damaged {name!r}"
-        failure = test.get("failure")
-        if failure is None:
-            continue
-        if not isinstance(failure, dict):
-            return f"the failure of test {index} is not an object"
-        for name, types in _FAILURE_FIELDS.items():
-            if not isinstance(failure.get(name), types):
-                return f"the failure of test {index} has no valid {name!r}"
-    return None
 
 
 def report_totals(tests: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -24,7 +24,10 @@ import difflib
 import hashlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
+from .._ledger.records import Attempt, Event
+from .authority_store import AuthorityChange
 from .context import CaseEnv
 from .evidence import Evidence, ExpectedEffect, ProviderRequest, RecoveryRerun
 from .history import History
@@ -36,7 +39,10 @@ from .schedule import Schedule
 from .steps import CaseRun, fork_server_for
 from .world import World
 
-__all__ = ["CaseResult", "run_case"]
+if TYPE_CHECKING:
+    from fake_providers import ModelCall
+
+__all__ = ["CaseResult", "CopiedReplay", "Ending", "conclude", "run_case", "verdict"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,107 +162,178 @@ def _run(
             run.clock.advance(1.0)
             run.execute(step)
             run.observe(str(step))
-        run.step += 1
-        copy_env = None
-        unacked = list(run.unacked)
-        if needs_recovery(run) or unacked:
-            copy_env = snapshot(run, env.path / "killed-recovery")
-        settled = quiet(run)
-        run.observe("after the quiet phase")
-        final = world.state_lines()
-        again = final
-        new_requests: tuple[ProviderRequest, ...] = ()
-        ledger_changes: tuple[str, ...] = ()
-        if not settled:
-            # Recovery never stopped changing things: run it once more and show what it does.
-            requests_before = len(world.requests(run.deliveries))
-            run.step += 1
-            run.clock.advance(QUIET_STEP)
-            run.recover()
-            again = world.state_lines()
-            new_requests = tuple(world.requests(run.deliveries)[requests_before:])
-            ledger_changes = tuple(
-                difflib.unified_diff(
-                    final, again, "settled", "after a second recovery", n=0, lineterm=""
-                )
-            )
-            if not ledger_changes:
-                ledger_changes = (
-                    f"recovery had not settled after {QUIET_ROUNDS} quiet-phase runs",
-                )
-        killed_diff: tuple[str, ...] = ()
-        killed_at = None
-        if copy_env is not None:
-            killed_diff, killed_at = killed_recovery_diff(run, copy_env, unacked, again)
-        view = world.view()
-        requests = world.requests(run.deliveries)
-        evidence = Evidence(
-            attempts=tuple(view.attempts()),
-            events=tuple(view.events()),
-            requests=tuple(requests),
-            observations=tuple(run.observations),
-            authority_history=tuple(world.authority_history()),
-            expected_effects=None if expected is None else tuple(expected),
-            incidents=tuple(run.incidents),
-            rerun=RecoveryRerun(ledger_changes, new_requests, killed_diff, killed_at),
-            ledger_columns=getattr(view, "provides", None),
-        )
-        evidence = dataclasses.replace(
-            evidence,
-            timeline=run.history.timeline(
-                events=evidence.events,
-                requests=requests,
-                keys={
-                    name: a.attempt_id
-                    for a in evidence.attempts
-                    for name in stored_links(a, evidence)
-                },
-            ),
-        )
-        calls = world.model_calls()
-        broken = next((c for c in calls if c.error), None)
-        if broken is not None:
-            from ..errors import ScriptError
-
-            raise ScriptError(
-                f"the model's script has no answer for what "
-                f"{(broken.label or '').rpartition('.')[0] or 'a process'} "
-                f"asked ({broken.api}, turn {broken.turn}): {broken.error}"
-            )
-        own, failed_checks = check_own(evidence, scenario.invariants)
-        violations = (*check_all(evidence), *own)
-        run.errors += failed_checks
-        if expected is None and not schedule.faults and not requests:
-            run.errors.append(
-                "the fault-free run made no request to any provider: no worker reached a tool "
-                "call, so no schedule can test one. Check that the worker calls the providers "
-                "of the marker (an async def worker's calls awaited, its tasks awaited) and "
-                "that each message reaches its work."
-            )
-        return CaseResult(
-            schedule=schedule,
-            violations=violations,
-            errors=tuple(run.errors),
-            history=run.history,
-            timeline=evidence.timeline,
-            fingerprint=_digest(again),
-            state=tuple(again),
-            hits=dict(run.hits),
-            kills=tuple(run.kills),
-            expected_effects=tuple(
-                ExpectedEffect(
-                    e.provider, e.kind, e.payload_hash, e.message, e.task_id, e.request_id
-                )
-                for e in evidence.effects
-            ),
-            run_dir=None,
-            delivery_hits=run.delivery_hits,
-            delivery_own_a=run.delivery_own_a,
-            outcomes=_outcomes(evidence),
-            unchecked=tuple(unchecked(evidence.ledger_columns)),
-            generations=_generations(requests),
-            model_calls=len(calls),
-            model_reasks=sum(1 for c in calls if c.asked),
-        )
+        return verdict(run, schedule, expected, conclude(run, CopiedReplay()))
     finally:
         world.close()
+
+
+class KilledRecoveryReplay(Protocol):
+    """How invariant 6's killed-recovery replay gets the state it starts from: a copy of the
+    run directory before the quiet phase, replayed with recovery killed (``CopiedReplay``),
+    or the crash state the quiet phase's first recovery run was stopped in (the states
+    engine's, ``engine.py``)."""
+
+    def prepare(self, run: CaseRun, unacked: Sequence[int]) -> None:
+        """Called before the quiet phase, with the messages still unacknowledged."""
+
+    def diff(
+        self, run: CaseRun, unacked: Sequence[int], final: list[str]
+    ) -> tuple[tuple[str, ...], str | None]:
+        """After the quiet phase (its evidence read): the differences between the end of a
+        recovery killed midway and run again and ``final``, and where it was killed."""
+        ...
+
+
+class CopiedReplay:
+    """The replay on a copy of the run directory taken before the quiet phase."""
+
+    def __init__(self) -> None:
+        self._copy: CaseEnv | None = None
+        self._runs = 0
+
+    def prepare(self, run: CaseRun, unacked: Sequence[int]) -> None:
+        self._runs = run._runs
+        if needs_recovery(run) or unacked:
+            self._copy = snapshot(run, run.env.path / "killed-recovery")
+
+    def diff(
+        self, run: CaseRun, unacked: Sequence[int], final: list[str]
+    ) -> tuple[tuple[str, ...], str | None]:
+        if self._copy is None:
+            return (), None
+        return killed_recovery_diff(run, self._copy, unacked, final, runs=self._runs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Ending:
+    """What a case's quiet phase left: its final state and the evidence read from it, and
+    what running recovery again changed."""
+
+    state: tuple[str, ...]
+    attempts: tuple[Attempt, ...]
+    events: tuple[Event, ...]
+    requests: tuple[ProviderRequest, ...]
+    authority_history: tuple[AuthorityChange, ...]
+    ledger_columns: frozenset[str] | None
+    rerun: RecoveryRerun
+    #: Every answer the case's models made (or could not make), in order.
+    model_calls: tuple[ModelCall, ...] = ()
+
+
+def conclude(run: CaseRun, replay: KilledRecoveryReplay) -> Ending:
+    """The quiet phase after a schedule's steps, the second recovery when it did not settle,
+    the killed-recovery replay; the evidence is read before the replay runs."""
+    world = run.world
+    run.step += 1
+    unacked = list(run.unacked)
+    replay.prepare(run, unacked)
+    settled = quiet(run)
+    run.observe("after the quiet phase")
+    final = world.state_lines()
+    again = final
+    new_requests: tuple[ProviderRequest, ...] = ()
+    ledger_changes: tuple[str, ...] = ()
+    if not settled:
+        # Recovery never stopped changing things: run it once more and show what it does.
+        requests_before = len(world.requests(run.deliveries))
+        run.step += 1
+        run.clock.advance(QUIET_STEP)
+        run.recover()
+        again = world.state_lines()
+        new_requests = tuple(world.requests(run.deliveries)[requests_before:])
+        ledger_changes = tuple(
+            difflib.unified_diff(
+                final, again, "settled", "after a second recovery", n=0, lineterm=""
+            )
+        )
+        if not ledger_changes:
+            ledger_changes = (f"recovery had not settled after {QUIET_ROUNDS} quiet-phase runs",)
+    view = world.view()
+    attempts, events = tuple(view.attempts()), tuple(view.events())
+    requests = tuple(world.requests(run.deliveries))
+    authority_history = tuple(world.authority_history())
+    columns = getattr(view, "provides", None)
+    calls = tuple(world.model_calls())
+    killed_diff, killed_at = replay.diff(run, unacked, again)
+    return Ending(
+        state=tuple(again),
+        attempts=attempts,
+        events=events,
+        requests=requests,
+        authority_history=authority_history,
+        ledger_columns=columns,
+        rerun=RecoveryRerun(ledger_changes, new_requests, killed_diff, killed_at),
+        model_calls=calls,
+    )
+
+
+def verdict(
+    run: CaseRun,
+    schedule: Schedule,
+    expected: Sequence[ExpectedEffect] | None,
+    ending: Ending,
+) -> CaseResult:
+    """The six checks on what the case left, and the case's result."""
+    evidence = Evidence(
+        attempts=ending.attempts,
+        events=ending.events,
+        requests=ending.requests,
+        observations=tuple(run.observations),
+        authority_history=ending.authority_history,
+        expected_effects=None if expected is None else tuple(expected),
+        incidents=tuple(run.incidents),
+        rerun=ending.rerun,
+        ledger_columns=ending.ledger_columns,
+    )
+    evidence = dataclasses.replace(
+        evidence,
+        timeline=run.history.timeline(
+            events=evidence.events,
+            requests=evidence.requests,
+            keys={
+                name: a.attempt_id for a in evidence.attempts for name in stored_links(a, evidence)
+            },
+        ),
+    )
+    broken = next((c for c in ending.model_calls if c.error), None)
+    if broken is not None:
+        from ..errors import ScriptError
+
+        raise ScriptError(
+            f"the model's script has no answer for what "
+            f"{(broken.label or '').rpartition('.')[0] or 'a process'} "
+            f"asked ({broken.api}, turn {broken.turn}): {broken.error}"
+        )
+    own, failed_checks = check_own(evidence, run.scenario.invariants)
+    violations = (*check_all(evidence), *own)
+    run.errors += failed_checks
+    if expected is None and not schedule.faults and not evidence.requests:
+        run.errors.append(
+            "the fault-free run made no request to any provider: no worker reached a tool "
+            "call, so no schedule can test one. Check that the worker calls the providers "
+            "of the marker (an async def worker's calls awaited, its tasks awaited) and "
+            "that each message reaches its work."
+        )
+    return CaseResult(
+        schedule=schedule,
+        violations=violations,
+        errors=tuple(run.errors),
+        history=run.history,
+        timeline=evidence.timeline,
+        fingerprint=_digest(ending.state),
+        state=ending.state,
+        hits=dict(run.hits),
+        kills=tuple(run.kills),
+        expected_effects=tuple(
+            ExpectedEffect(e.provider, e.kind, e.payload_hash, e.message, e.task_id, e.request_id)
+            for e in evidence.effects
+        ),
+        run_dir=None,
+        delivery_hits=run.delivery_hits,
+        delivery_own_a=run.delivery_own_a,
+        outcomes=_outcomes(evidence),
+        unchecked=tuple(unchecked(evidence.ledger_columns)),
+        generations=_generations(evidence.requests),
+        model_calls=len(ending.model_calls),
+        model_reasks=sum(1 for c in ending.model_calls if c.asked),
+    )

@@ -8,10 +8,19 @@
    (and remembered in Hypothesis's example database).
 3. A failing schedule is run once more and the two fingerprints compared: a mismatch is
    reported as nondeterminism (of the harness or of the code under test), never hidden.
+
+Two engines run the cases (``CrashSettings.engine``). ``"processes"`` runs every schedule
+from scratch (``case.run_case``): a new world, every process real, every kill a real
+``SIGKILL``. ``"states"`` (the default, on Linux) constructs the crash states instead
+(``engine.StatesEngine``) and checks each distinct one once; a failure it finds is confirmed
+by running its schedule the processes way, and a disagreement between the two is reported
+as a harness bug, never hidden. ``"compare"`` runs every schedule both ways and fails the
+test on the first schedule where their verdicts or end states differ.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import itertools
@@ -23,6 +32,7 @@ from typing import Any, Literal
 from .._inject.failpoints import CRASH_POINTS
 from ..errors import CrashpointsError
 from .case import CaseResult, run_case
+from .engine import StatesEngine, states_supported
 from .evidence import ExpectedEffect
 from .invariants import invariant_key
 from .report import ExplorationReport, Failure
@@ -41,6 +51,7 @@ from .token import decode_token, replay_token
 __all__ = ["CrashSettings", "explore"]
 
 Mode = Literal["hypothesis", "exhaustive", "both"]
+Engine = Literal["states", "processes", "compare"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +65,7 @@ class CrashSettings:
     seed: int | None = None
     strict_coverage: bool = False
     replay: str | None = None
+    engine: Engine = "states"
 
 
 def _replay_command(nodeid: str, token: str) -> str:
@@ -106,15 +118,36 @@ class _Explorer:
         #: The fault-free run's effects, the baseline of every later case.
         self.expected: tuple[ExpectedEffect, ...] | None = None
         self._serial = itertools.count(1)
+        #: The states engine, when the cases run on it.
+        self.engine: StatesEngine | None = None
+        #: The first disagreement between the states engine and a real kill, if any.
+        self.disagreement: str | None = None
 
     def run(self, schedule: Schedule) -> CaseResult:
-        result = run_case(
-            self.scenario,
-            schedule,
-            base_dir=self.base_dir,
-            name=f"case-{next(self._serial)}",
-            expected=self.expected,
-        )
+        if self.engine is not None:
+            result = self.engine.run(schedule, self.expected)
+            if self.settings.engine == "compare":
+                real = run_case(
+                    self.scenario,
+                    schedule,
+                    base_dir=self.base_dir,
+                    name=f"case-{next(self._serial)}",
+                    expected=self.expected,
+                )
+                # The real kill's result stands; a disagreement fails the case.
+                disagreement = _disagreement(result, real)
+                result = real
+                if disagreement is not None:
+                    self.disagreement = disagreement
+                    result = dataclasses.replace(real, errors=(*real.errors, disagreement))
+        else:
+            result = run_case(
+                self.scenario,
+                schedule,
+                base_dir=self.base_dir,
+                name=f"case-{next(self._serial)}",
+                expected=self.expected,
+            )
         self.report.count(result)
         if self.reference is not None:
             self.compare(result)
@@ -137,6 +170,18 @@ class _Explorer:
             )
 
     def fail(self, result: CaseResult) -> None:
+        disagreement = None
+        if self.engine is not None and self.settings.engine != "compare":
+            # Confirmed by a real kill: the schedule the processes way, in fresh processes.
+            found, result = result, run_case(
+                self.scenario,
+                result.schedule,
+                base_dir=self.base_dir,
+                name="confirm",
+                expected=self.expected,
+            )
+            disagreement = _disagreement(found, result)
+        disagreement = disagreement or self.disagreement
         again = run_case(
             self.scenario,
             result.schedule,
@@ -144,6 +189,14 @@ class _Explorer:
             name="rerun",
             expected=self.expected,
         )
+        deterministic = again.fingerprint == result.fingerprint and again.passed == result.passed
+        if disagreement and not deterministic:
+            # Two real runs of the schedule differ: the agent (or the harness) depends on
+            # something the schedule does not fix, and the engines cannot be told apart by it.
+            # Reported as nondeterminism, the engines' difference kept in the errors.
+            if disagreement not in result.errors:
+                result = dataclasses.replace(result, errors=(*result.errors, disagreement))
+            disagreement = None
         token = replay_token(result.schedule, seed=self.settings.seed, nodeid=self.nodeid)
         self.report.failure = Failure(
             schedule=result.schedule,
@@ -154,12 +207,14 @@ class _Explorer:
             titles={
                 v.invariant: v.says for v in result.violations if isinstance(v.invariant, str)
             },
-            errors=result.errors,
+            errors=result.errors
+            + ((disagreement,) if disagreement and disagreement not in result.errors else ()),
             timeline=result.timeline,
             run_dir=None if result.run_dir is None else str(result.run_dir),
             fingerprint=result.fingerprint,
-            deterministic=again.fingerprint == result.fingerprint and again.passed == result.passed,
+            deterministic=deterministic,
             rerun_fingerprint=again.fingerprint,
+            disagreement=disagreement,
         )
 
     def golden(self) -> CaseResult | None:
@@ -201,15 +256,16 @@ class _Explorer:
                 failing.append(result)
                 raise _CaseFailed(result)
 
-        crash_schedule = hsettings(**options)(
-            given(schedules(space, max_faults=self.settings.max_faults))(crash_schedule)
+        test: Callable[[], None] = given(schedules(space, max_faults=self.settings.max_faults))(
+            crash_schedule
         )
-
-        test: Callable[[], None] = crash_schedule
-        if self.settings.seed is not None and not _hypothesis_seed_forced():
-            test = seed(self.settings.seed)(crash_schedule)
-        # One example-database entry per test, even with a seed (as hypothesis.find does):
-        # the failing schedule is replayed first next time.
+        if self.settings.seed is not None:
+            # Over --hypothesis-seed too: the seed in the report and the replay token is the
+            # one used (the plugin takes --hypothesis-seed as the seed when none is given).
+            test = seed(self.settings.seed)(test)
+        # Applied after seed(), which turns the example database off: the profile's database
+        # stays on, so a failing schedule is replayed first next time. One entry per test.
+        test = hsettings(**options)(test)
         key = hashlib.sha256(f"pytest-crashpoints:{self.nodeid}".encode()).digest()
         test._hypothesis_internal_database_key = key  # type: ignore[attr-defined]
         try:
@@ -236,16 +292,34 @@ class _Explorer:
                 return
 
 
+def _verdict(result: CaseResult) -> tuple[bool, tuple[int | str, ...], str]:
+    invariants = tuple(sorted({v.invariant for v in result.violations}, key=invariant_key))
+    return result.passed, invariants, result.fingerprint
+
+
+def _disagreement(found: CaseResult, confirmed: CaseResult) -> str | None:
+    """What differs between the states engine's verdict and the real kill's, if anything."""
+    if _verdict(found) == _verdict(confirmed):
+        return None
+
+    def text(result: CaseResult) -> str:
+        passed, invariants, fingerprint = _verdict(result)
+        what = "passed" if passed else f"failed (invariants {list(invariants) or 'none'})"
+        errors = "".join(f"; error: {error.splitlines()[0]}" for error in result.errors[:3])
+        return f"{what}, end state {fingerprint[:12]}{errors}"
+
+    return (
+        "crashpoints harness bug: the states engine and a real kill disagree on this "
+        f"schedule: constructed crash state {text(found)}; real SIGKILL {text(confirmed)}. "
+        "The report above is the real kill's. Please report this; --crashpoints-engine="
+        "processes runs every schedule the real way meanwhile."
+    )
+
+
 class _CaseFailed(AssertionError):
     def __init__(self, result: CaseResult) -> None:
         super().__init__(f"schedule failed: {result.schedule}")
         self.result = result
-
-
-def _hypothesis_seed_forced() -> bool:
-    from hypothesis import core
-
-    return getattr(core, "global_force_seed", None) is not None
 
 
 def explore(
@@ -277,6 +351,21 @@ def _explore(
     reference: Scenario | None,
 ) -> ExplorationReport:
     explorer = _Explorer(scenario, settings, base_dir=base_dir, nodeid=nodeid, reference=reference)
+    with contextlib.ExitStack() as stack:
+        if settings.engine != "processes" and settings.replay is None and states_supported():
+            explorer.engine = stack.enter_context(
+                StatesEngine(scenario, base_dir=base_dir, name=f"states-{nodeid}")
+            )
+        report = _run_explorer(explorer, scenario, settings)
+        report.engine = {"name": "processes"}
+        if explorer.engine is not None:
+            report.engine = {"name": settings.engine, **explorer.engine.statistics()}
+        return report
+
+
+def _run_explorer(
+    explorer: _Explorer, scenario: Scenario, settings: CrashSettings
+) -> ExplorationReport:
     golden = explorer.golden()
     if golden is None:
         return explorer.report

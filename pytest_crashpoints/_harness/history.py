@@ -138,5 +138,7 @@ class History:
 
 
 #: Harness entries that come after what the processes of their second did: how a process
-#: ended, and the start of the quiet phase.
-_ENDINGS = frozenset({"worker", "kill", "raised", "timeout", "died", "error", "quiet"})
+#: ended (and what a command wrote), and the start of the quiet phase.
+_ENDINGS = frozenset(
+    {"worker", "kill", "raised", "timeout", "died", "error", "output", "quiet"}
+)

@@ -100,9 +100,18 @@ def snapshot(run: CaseRun, target: Path) -> CaseEnv:
 
 
 def killed_recovery_diff(
-    run: CaseRun, copy_env: CaseEnv, unacked: Sequence[int], final: list[str]
+    run: CaseRun,
+    copy_env: CaseEnv,
+    unacked: Sequence[int],
+    final: list[str],
+    *,
+    runs: int = 0,
 ) -> tuple[tuple[str, ...], str | None]:
     """Run the quiet phase on the copy with recovery killed midway; compare the ends.
+
+    ``runs`` is how many processes the case had started when the copy was taken: the copy's
+    processes are numbered on from there, so the killed recovery is named as the quiet
+    phase's first recovery run (the one it stands for), and no name is used twice.
 
     Recovery is killed at the latest of its fail points that the quiet phase's first
     recovery run reached: that run started from the very state of the copy, at the same
@@ -117,6 +126,7 @@ def killed_recovery_diff(
     copy = CaseRun(world, fresh=False)
     try:
         copy.step = run.step
+        copy._runs = runs
         copy.unacked = dict.fromkeys(unacked)
         world.lift_faults()
         copy.clock.advance(QUIET_STEP)

@@ -31,6 +31,9 @@ class Failure:
     rerun_fingerprint: str
     #: What each invariant of your own among ``invariants`` says (its docstring's first line).
     titles: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: Where the states engine and a real kill disagreed on a schedule (a harness bug),
+    #: if they did.
+    disagreement: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -62,6 +65,9 @@ class ExplorationReport:
     #: (an agent restarted after a crash, or retrying a lost answer, asks the model again).
     model_calls: int = 0
     model_reasks: int = 0
+    #: Which engine ran the cases and, for the states engine, how much it shared: crash
+    #: states checked (quiet phase and replay run), cases that shared one, recordings.
+    engine: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def unreached(self) -> list[str]:
@@ -101,6 +107,7 @@ class ExplorationReport:
             "unchecked": self.unchecked,
             "failure": None if self.failure is None else self.failure.to_json(),
             "differences": self.differences,
+            "engine": self.engine,
             "model": {"calls": self.model_calls, "asked_again": self.model_reasks},
         }
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CrashpointsError
+from .command import command_output
 from .context import CaseEnv, Context
 from .evidence import Incident, Observation
 from .history import History
@@ -36,7 +37,10 @@ from .schedule import (
 from .world import World
 
 if TYPE_CHECKING:
+    from .._process.handle import Worker
     from .._process.outcome import Outcome
+
+    StandIn = Callable[[Callable[..., object], Sequence[object], KillAt | None], Outcome]
 
 __all__ = ["CaseRun", "fork_server_for"]
 
@@ -132,6 +136,9 @@ class CaseRun:
         self.fault_free = False
         self._raised = False
         self._runs = 0
+        #: The states engine's hook (``engine.py``): when set, every process a step would run
+        #: goes through it instead, ``stand_in(fn, args, kill) -> Outcome``.
+        self.stand_in: StandIn | None = None
         if fresh:
             self.history.add(0, self.clock.now(), "setup", world.describe())
 
@@ -196,16 +203,26 @@ class CaseRun:
             text = f"{who} died without reporting: {outcome!r}"
             self.errors.append(text)
             self.history.add(self.step, now, "died", text)
+        for line in command_output(self.env, who):  # a command's last words, if any
+            self.history.add(self.step, now, "output", line)
 
     def _run(
         self, fn: Callable[..., object], args: Sequence[object], kill: KillAt | None
     ) -> Outcome:
-        from .._process.worker import run_worker
+        if self.stand_in is not None:
+            return self.stand_in(fn, args, kill)
+        return self.start(fn, args, self._faults(kill)).wait()
 
-        return run_worker(
+    def start(
+        self, fn: Callable[..., object], args: Sequence[object], faults: Sequence[Any]
+    ) -> Worker:
+        """Start one process of the case (a worker or a recovery run) armed with ``faults``."""
+        from .._process.worker import start_worker
+
+        return start_worker(
             fn,
             args=args,
-            faults=self._faults(kill),
+            faults=faults,
             timeout=self.scenario.timeout,
             start_method=self.scenario.start_method,
             clock=self.clock,

@@ -21,9 +21,15 @@ Actions
     reach a fail point wait too.
 :class:`Count`
     Match and count only (the outcome reports how often each fault matched).
+:class:`Stop`
+    Tell the harness, then stop the whole process with ``SIGSTOP`` (every thread, at once),
+    exactly where a :class:`Kill` would have killed it; the harness copies the durable state,
+    which is then what a kill at this call leaves behind, and lets the process go on with
+    ``SIGCONT``. This is how the harness records crash states (``_harness/crashstates.py``).
 
-Triggers: a fault matches a call when the names are equal and every ``when`` item equals the
-call's context item; it acts on the ``hit``-th matching call (``hit=None``: on every one).
+Triggers: a fault matches a call when the names are equal (or the fault's point is
+:data:`EVERY_POINT`) and every ``when`` item equals the call's context item; it acts on the
+``hit``-th matching call (``hit=None``: on every one).
 
 Where the crash points fire
 ---------------------------
@@ -94,11 +100,13 @@ __all__ = [
     "MODEL_POINT",
     "Action",
     "Count",
+    "EVERY_POINT",
     "Fault",
     "Hit",
     "Kill",
     "Pause",
     "Raise",
+    "Stop",
     "automatic_crashpoint",
     "crashpoint",
     "crashpoint_context",
@@ -110,6 +118,9 @@ CRASH_POINTS = ("A", "B", "C", "D", "E", "F")
 
 #: The points the commit hooks fire around every durable SQLite commit (``commits.py``).
 COMMIT_POINTS = ("db.commit", "db.committed")
+
+#: The point name of a fault that matches a call of any name.
+EVERY_POINT = "*"
 
 #: The point the wire fires when a model's answer that calls a tool reaches the process: the
 #: model chose, and nothing of its choice is recorded yet (``wire.py``).
@@ -143,7 +154,14 @@ class Count:
     """Only count matching hits."""
 
 
-Action: TypeAlias = Kill | Raise | Pause | Count
+@dataclasses.dataclass(frozen=True)
+class Stop:
+    """Stop the whole process (``SIGSTOP``) after telling the harness which call this is; the
+    harness continues it (``SIGCONT``) once it has copied the durable state. Never deferred:
+    the state a deferred kill leaves is the one at the call where it fires."""
+
+
+Action: TypeAlias = Kill | Raise | Pause | Count | Stop
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,15 +192,15 @@ class Fault:
                 f"fault at {self.point!r}: hit={self.hit!r} is not a hit number; use 1 for the "
                 "first matching call, 2 for the second, ..., or None for every one."
             )
-        if not isinstance(self.action, Kill | Raise | Pause | Count):
+        if not isinstance(self.action, Kill | Raise | Pause | Count | Stop):
             raise HarnessUsageError(
                 f"fault at {self.point!r}: action {self.action!r} is not Kill(), Raise(exc), "
-                "Pause(gate) or Count()."
+                "Pause(gate), Count() or Stop()."
             )
 
     def matches(self, name: str, context: Mapping[str, object]) -> bool:
         """Whether a call of ``name`` with ``context`` is one this fault looks at."""
-        if name != self.point:
+        if name != self.point and self.point != EVERY_POINT:
             return False
         missing = object()
         return all(context.get(key, missing) == value for key, value in self.when.items())
@@ -256,6 +274,9 @@ class _Armed:
                     continue
                 if isinstance(fault.action, Count):
                     continue
+                if isinstance(fault.action, Stop):
+                    self._stop(name, n, defer)
+                    continue
                 if defer:
                     self.pending = _Pending(index, name, n, plain)
                     return
@@ -269,13 +290,23 @@ class _Armed:
             record = ("killed", point, n, context, fired_at, self.trace, self.matched)
             with contextlib.suppress(BaseException):
                 self.channel.send(record)
-            os.kill(os.getpid(), signal.SIGKILL)
+            _kill_this_process()
         elif isinstance(action, Raise):
             self.injected = action.exception
             self.injected_at = (point, n)
             raise action.exception
         elif isinstance(action, Pause):
             self._pause(action.gate, point, n)
+
+    def _stop(self, point: str, n: int, deferred: bool) -> None:
+        # The record goes first, then the signal: the process stops right here, as a kill
+        # would end it right here. ``deferred``: a deferred action at this call would fire
+        # at the next call instead (the harness takes that call's state for it).
+        try:
+            self.channel.send(("stopped", point, n, len(self.trace), deferred))
+        except (EOFError, OSError):
+            os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGSTOP)
 
     def _pause(self, gate: str, point: str, n: int) -> None:
         try:
@@ -284,10 +315,22 @@ class _Armed:
                 pass
         except (EOFError, OSError):
             # The harness is gone: nobody will release this gate, and nobody is left to tell.
-            os.kill(os.getpid(), signal.SIGKILL)
+            _kill_this_process()
         if self.on_hit is not None:
             # The harness usually moves the clock while a worker waits at a gate.
             self.on_hit()
+
+
+def _kill_this_process() -> None:
+    """SIGKILL this process and, when it leads its process group (every harness worker
+    does), the whole group in the same call: a program the worker runs (a command, see
+    ``protocol.py``) is killed before this process's sockets close, so it never sees its
+    answer's connection drop and runs on for a moment."""
+    me = os.getpid()
+    with contextlib.suppress(OSError):
+        if os.getpgid(0) == me:
+            os.killpg(me, signal.SIGKILL)
+    os.kill(me, signal.SIGKILL)
 
 
 class _SinceLastRequest:

@@ -54,6 +54,40 @@ def default_authorities(
     return authorities
 
 
+def _workers(
+    worker: Callable[[Any, Context], object] | None,
+    recover: Callable[[Context], object] | None,
+    command: Sequence[str] | None,
+    recover_command: Sequence[str] | None,
+    messages: Sequence[Mapping[str, Any]],
+) -> tuple[Callable[[Any, Context], object], Callable[[Context], object] | None]:
+    """The worker and recovery functions of ``run``'s arguments: a command becomes the
+    bridge that runs it. Raises :class:`CrashpointsError` for a choice that is not one."""
+    from .._harness.command import CommandRecovery, CommandWorker, message_json
+    from ..errors import CrashpointsError
+
+    if worker is not None and command is not None:
+        raise CrashpointsError(
+            "pass worker= (a Python function) or command= (a program), not both."
+        )
+    if recover is not None and recover_command is not None:
+        raise CrashpointsError(
+            "pass recover= (a Python function) or recover_command= (a program), not both."
+        )
+    if command is not None:
+        worker = CommandWorker(command)
+        for index, message in enumerate(messages):
+            message_json(message, index=index)
+    if worker is None:
+        raise CrashpointsError(
+            "pass worker= (a function of (message, ctx)) or command= (a program and its "
+            "arguments, e.g. ['node', 'worker.js']): the test has nothing to run."
+        )
+    if recover_command is not None:
+        recover = CommandRecovery(recover_command)
+    return worker, recover
+
+
 @dataclasses.dataclass
 class CrashpointsFixture:
     """Runs the test's worker under crash schedules. Created per test by the plugin."""
@@ -66,6 +100,8 @@ class CrashpointsFixture:
     report: ExplorationReport | None = None
     #: Invariants of your own from the ``pytest_crashpoints_invariants`` hook.
     hooked_invariants: tuple[Invariant, ...] = ()
+    #: Hypothesis's statistics of the exploration, in its own words (None if it did not run).
+    statistics: str | None = None
 
     def settings(self) -> CrashSettings:
         """This test's settings: its marker over the session's options."""
@@ -76,8 +112,10 @@ class CrashpointsFixture:
     def run(
         self,
         *,
-        worker: Callable[[Any, Context], object],
+        worker: Callable[[Any, Context], object] | None = None,
         recover: Callable[[Context], object] | None = None,
+        command: Sequence[str] | None = None,
+        recover_command: Sequence[str] | None = None,
         messages: Sequence[Mapping[str, Any]],
         authorities: Mapping[str, Authority] | None = None,
         ledger_view: Callable[[Context], LedgerView] | None = None,
@@ -91,7 +129,10 @@ class CrashpointsFixture:
 
         ``worker(message, ctx)`` handles one message in a worker process; ``recover(ctx)`` runs
         recovery in its own process (leave it out if the agent has none: the queue's redelivery
-        of a dead worker's message is then all that finishes the work). ``authorities`` maps
+        of a dead worker's message is then all that finishes the work). ``command`` (a program
+        and its arguments, in any language) instead of ``worker`` handles each message, given
+        as JSON on its standard input; ``recover_command`` instead of ``recover`` is recovery
+        as a program (docs/howto-any-language.md). ``authorities`` maps
         each task to its initial authority (default: see :func:`default_authorities`).
         ``ledger_view(ctx)`` reads your own ledger (default: the reference ledger).
         ``transport_points`` lets the HTTP transport fire B and C (for workers that do not call
@@ -128,6 +169,7 @@ class CrashpointsFixture:
                     "the crashpoints marker names no providers; add e.g. "
                     "providers=['email'] so the harness knows which fake providers to run."
                 )
+            worker, recover = _workers(worker, recover, command, recover_command, messages)
             scenario = Scenario(
                 worker=worker,
                 recover=recover,
@@ -167,16 +209,34 @@ class CrashpointsFixture:
                 check_messages(read_token(settings.replay).schedule, len(scenario.messages))
         except CrashpointsError as exc:
             # A mistake in how the test is set up: one line that says what to do.
-            pytest.fail(f"crashpoints: {self.nodeid}: {exc}", pytrace=False)
+            # "from None": the one line, not the harness's exception chained to it.
+            message = f"crashpoints: {self.nodeid}: {exc}"
+            raise pytest.fail.Exception(message, pytrace=False) from None
+        from hypothesis.statistics import collector, describe_statistics
+
+        def note_statistics(stats: Any) -> None:
+            stats["nodeid"] = self.nodeid
+            self.statistics = describe_statistics(stats)
+
         try:
-            report = explore(
-                scenario, settings, base_dir=self.base_dir, nodeid=self.nodeid, reference=reference
-            )
+            with collector.with_value(note_statistics):  # type: ignore[arg-type]
+                report = explore(
+                    scenario,
+                    settings,
+                    base_dir=self.base_dir,
+                    nodeid=self.nodeid,
+                    reference=reference,
+                )
         except CrashpointsError as exc:
             # The harness could not run the test as set up (e.g. a worker that cannot cross to
             # a spawned process): one line that says what to do, not the harness's traceback.
-            pytest.fail(f"crashpoints: {self.nodeid}: {exc}", pytrace=False)
+            # "from None": the one line, not the harness's exception chained to it.
+            message = f"crashpoints: {self.nodeid}: {exc}"
+            raise pytest.fail.Exception(message, pytrace=False) from None
         self.report = report
+        if report.failure is not None and report.failure.disagreement is not None:
+            # A harness bug fails the test, whatever it expected.
+            pytest.fail(render_failure(report), pytrace=False)
         expected = self.marker.expect
         if expected:
             found = set(report.failure.invariants) if report.failure else set()

@@ -18,9 +18,13 @@ from typing import Any
 
 import pytest
 
-__all__ = ["OPTIONS", "Option", "SessionOptions", "add_options", "read_options"]
+__all__ = ["DOCS_URL", "OPTIONS", "Option", "SessionOptions", "add_options", "read_options"]
+
+#: Where the user documentation lives, for help texts: an installed package has no docs/ folder.
+DOCS_URL = "https://github.com/pytest-crashpoints/pytest-crashpoints/blob/main/docs/"
 
 MODES = ("hypothesis", "exhaustive", "both")
+ENGINES = ("states", "processes", "compare")
 START_METHODS = ("fork", "spawn")
 
 
@@ -56,6 +60,12 @@ def _positive_float(text: str) -> float:
 def _mode(text: str) -> str:
     if text not in MODES:
         raise ValueError(f"it must be one of {', '.join(MODES)}")
+    return text
+
+
+def _engine(text: str) -> str:
+    if text not in ENGINES:
+        raise ValueError(f"it must be one of {', '.join(ENGINES)}")
     return text
 
 
@@ -140,6 +150,16 @@ OPTIONS = (
         "MODE",
     ),
     Option(
+        "engine",
+        "how cases run: states (crash states constructed once from stopped workers, each "
+        "distinct one checked once, every failure confirmed by a real kill) or processes "
+        "(every schedule from scratch, every kill a real SIGKILL), or compare (both, failing "
+        "where they disagree) (default: states)",
+        _engine,
+        "states",
+        "ENGINE",
+    ),
+    Option(
         "max_examples",
         "schedules Hypothesis tries per test (default: the Hypothesis profile's)",
         _positive_int,
@@ -203,6 +223,7 @@ class SessionOptions:
 
     seed: int | str | None
     mode: str
+    engine: str
     max_examples: int | None
     max_faults: int | None
     replay: str | None

@@ -7,12 +7,31 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["REPORT_ATTR", "REPORT_VERSION", "collect", "write_report"]
+__all__ = ["REPORT_ATTR", "REPORT_VERSION", "collect", "junit_properties", "write_report"]
 
 #: Format version of the JSON report (``--crashpoints-report``).
 REPORT_VERSION = 1
 #: The attribute of a pytest ``TestReport`` that carries a crash test's result, as JSON.
 REPORT_ATTR = "crashpoints"
+
+
+def junit_properties(data: dict[str, Any], *, outcome: str) -> list[tuple[str, object]]:
+    """What a crash test adds to its JUnit XML ``<properties>``: the seed, the number of
+    cases, the verdict, and, for a failing schedule, the invariants broken and its replay
+    token."""
+    from .summary import verdict_of
+
+    properties: list[tuple[str, object]] = [
+        ("crashpoints.seed", data.get("seed")),
+        ("crashpoints.cases", data.get("cases")),
+        ("crashpoints.verdict", verdict_of({**data, "outcome": outcome})),
+    ]
+    failure = data.get("failure")
+    if failure:
+        invariants = " ".join(str(number) for number in failure.get("invariants", []))
+        properties.append(("crashpoints.invariants", invariants))
+        properties.append(("crashpoints.replay", failure.get("token")))
+    return properties
 
 
 def collect(terminalreporter: Any) -> list[dict[str, Any]]:

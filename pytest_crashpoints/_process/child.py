@@ -150,9 +150,10 @@ _HARNESS_DIRS = tuple(
 
 def _user_traceback(exc: BaseException) -> str:
     """The traceback text of ``exc`` from the user's code down: the frames of the harness
-    that called it (this module, the case's entry points) are left out."""
+    that called it (this module, the case's entry points) are left out, all of them when
+    the harness raised it itself (a command that failed: its message says why)."""
     tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
+    while tb is not None:
         if not os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(_HARNESS_DIRS):
             break
         tb = tb.tb_next

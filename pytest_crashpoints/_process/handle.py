@@ -138,6 +138,10 @@ class Worker:
         self._record: tuple[Any, ...] | None = None
         self._left_running: tuple[str, ...] = ()
         self._outcome: Outcome | None = None
+        #: Called as ``on_stop(point, n, trace_length, deferred)`` while the worker's whole
+        #: process group is stopped at a :class:`~pytest_crashpoints._inject.failpoints.Stop`
+        #: fault; the worker goes on when it returns.
+        self.on_stop: Callable[[str, int, int, bool], None] | None = None
         # Readable once the process has ended, whoever else holds its pipes (a daemon it
         # forked may hold the exit sentinel): a pidfd on Linux, else the sentinel.
         self._ended: Any = _pidfd(self.pid)
@@ -265,8 +269,27 @@ class Worker:
             self._paused.add(message[1])
         elif message[0] == "left":
             self._left_running = tuple(message[1])
+        elif message[0] == "stopped":
+            self._stopped(*message[1:])
         else:
             self._record = message
+
+    def _stopped(self, point: str, n: int, trace_length: int, deferred: bool) -> None:
+        """The worker stopped itself at a Stop fault: let ``on_stop`` look at the world while
+        the worker's whole group is stopped, then continue them."""
+        if not wait_stopped(self.pid, self._deadline):
+            return  # gone (killed, timed out): nothing to continue
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGSTOP)  # what it started, too
+        try:
+            if self.on_stop is not None:
+                self.on_stop(point, n, trace_length, deferred)
+        finally:
+            # One SIGCONT, to the group the worker leads: a second one could reach the worker
+            # after it stopped itself at its next fail point, and a SIGCONT discards a
+            # pending stop.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, signal.SIGCONT)
 
     def _drain(self) -> None:
         while self._conn is not None and self._conn.poll(0):
@@ -315,6 +338,28 @@ def _pidfd(pid: int) -> int | None:
     except OSError:  # an old kernel, or the process is already reaped
         return None
     return fd
+
+
+def wait_stopped(pid: int, deadline: float) -> bool:
+    """Wait until every thread of process ``pid`` is stopped (Linux ``/proc``); False if it
+    is gone first, or ``deadline`` (monotonic) passes."""
+    delay = 1e-5
+    while time.monotonic() < deadline:
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+            states = []
+            for task in tasks:
+                with open(f"/proc/{pid}/task/{task}/stat", "rb") as stat:
+                    states.append(stat.read().rpartition(b")")[2].split()[0])
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            return False
+        if all(state in (b"T", b"t") for state in states):
+            return True
+        if any(state in (b"Z", b"X") for state in states):
+            return False
+        time.sleep(delay)
+        delay = min(delay * 2, 1e-3)
+    return False
 
 
 def kill_group(pid: int) -> None:

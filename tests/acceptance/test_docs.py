@@ -7,7 +7,10 @@ The info string of a fence says how:
   name replaces it), for the page's test files to import;
 - ``python test`` (optionally ``file=test_NAME.py``): a pytest test file, run with the plugin
   in a subprocess, next to the page's files written so far; it must pass;
-- ``python test-fails``: the same, but it must fail (a broken agent caught).
+- ``python test-fails``: the same, but it must fail (a broken agent caught);
+- any other language with ``file=NAME`` (``sh file=mailer.sh``): a file of the page's project
+  directory, like a Python one (executable when it starts with ``#!``), for a worker that is a
+  command.
 
 A ``text`` block after a test block (before the next Python block) shows that run's output:
 its lines starting with ``crashpoints: ``, ``minimal schedule: ``, ``invariant N (...): `` and
@@ -43,7 +46,7 @@ class Block:
     @property
     def kind(self) -> str:
         if self.language != "python":
-            return "other"
+            return "file" if self.file else "other"
         if "test" in self.flags:
             return "test"
         if "test-fails" in self.flags:
@@ -102,7 +105,7 @@ def test_every_example_file_is_used_by_a_test() -> None:
     for b in ALL:
         if b.kind != "file":
             continue
-        module = b.file.removesuffix(".py") if b.file else ""
+        module = (b.file.removesuffix(".py") if b.language == "python" else b.file) or ""
         later = [t for t in TESTS if t.page == b.page and t.number > b.number]
         if not any(re.search(rf"\b{re.escape(module)}\b", t.code) for t in later):
             unused.append(f"{b.page.name}[{b.number}] {b.file}")
@@ -123,15 +126,16 @@ def test_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 def _expected_lines(output: str) -> list[str]:
     """The lines of a shown output that a real run must reproduce, as fnmatch patterns."""
     patterns = []
-    for line in output.splitlines():
-        line = line.strip()
+    for shown in output.splitlines():
+        line = shown.strip()
+        indent = "*" if shown[:1].isspace() else ""  # as the summary indents it
         escaped = re.sub(r"([\[\]?*])", r"[\1]", line)
         if line.startswith(("crashpoints: ", "minimal schedule: ")):
             patterns.append(escaped)
         elif re.match(r"invariant \d \(.*?\): ", line):
             head = re.match(r"invariant \d \(.*?\): ", line)
             assert head is not None
-            patterns.append(re.sub(r"([\[\]?*])", r"[\1]", head.group(0)) + "*")
+            patterns.append(indent + re.sub(r"([\[\]?*])", r"[\1]", head.group(0)) + "*")
         elif re.match(r"\d+ crash test\(s\), \d+ case\(s\)", line):
             patterns.append(re.sub(r"seed \d+", "seed *", escaped))
     return patterns
@@ -143,7 +147,10 @@ def test_test_examples(block: Block, pytester: pytest.Pytester) -> None:
         if earlier.number > block.number:
             break
         if earlier.kind in ("file", "test", "test-fails"):
-            (pytester.path / earlier.filename).write_text(earlier.code, encoding="utf-8")
+            path = pytester.path / earlier.filename
+            path.write_text(earlier.code, encoding="utf-8")
+            if earlier.code.startswith("#!"):
+                path.chmod(0o755)
     result = pytester.runpytest_subprocess(
         "-p", "crashpoints", "-p", "no:randomly", "-p", "no:cacheprovider", block.filename
     )
@@ -206,3 +213,9 @@ def test_the_architecture_page_names_every_module_and_only_real_ones() -> None:
     assert sorted(named - modules) == [], "the architecture page names modules that do not exist"
     subpackages = {p.name for p in package.iterdir() if (p / "__init__.py").exists()}
     assert subpackages <= set(re.findall(r"`(_[a-z]+)/`", text))
+
+
+def test_the_javascript_helper_shown_is_the_one_the_node_scenario_runs() -> None:
+    page = (DOCS / "howto-any-language.md").read_text(encoding="utf-8")
+    shown = [code for _, info, code in FENCE.findall(page) if info.strip() == "js"]
+    assert shown == [(ROOT / "scenarios" / "node" / "crashpoints.js").read_text(encoding="utf-8")]

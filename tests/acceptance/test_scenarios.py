@@ -1,6 +1,11 @@
 """The bundled scenarios, run through the plugin: every deliberately broken agent is caught
 with the invariant its bug breaks, and the good invoice-email scenario passes.
 
+They run with ``--crashpoints-engine=compare``: every schedule on the states engine (crash
+states constructed from stopped workers) and again the processes way (fresh processes, a
+real SIGKILL at each point); any schedule where the two differ in verdict or end state fails
+the test as a harness bug. ``make equivalence`` does the same for every bundled scenario.
+
 Each scenario test runs in its own pytest subprocess with the plugin switched on (workers are
 forked and killed), so xdist spreads them over the cores.
 """
@@ -71,9 +76,13 @@ def _run(pytester: pytest.Pytester, nodeid: str) -> tuple[pytest.RunResult, dict
         "-o",
         f"cache_dir={pytester.path / '.cache'}",
         f"--crashpoints-report={report}",
+        "--crashpoints-engine=compare",
         nodeid,
     )
     (test,) = json.loads(report.read_text())["tests"]
+    errors = (test["failure"] or {}).get("errors", [])
+    assert not [e for e in errors if "harness bug" in e], errors
+    assert test["engine"]["name"] == "compare"
     return result, test
 
 
@@ -141,3 +150,38 @@ def test_reference_worker_keeps_later_calls_of_a_killed_message(tmp_path: Path) 
         expected=golden.expected_effects,
     )
     assert result.passed, [str(v) for v in result.violations]
+
+
+NODE_SCENARIO = SCENARIOS / "node" / "test_node_mailer.py"
+
+
+def test_node_mailer_scenario_is_caught_at_b_and_its_fix_passes(pytester: pytest.Pytester):
+    """The bundled Node.js scenario, as the gate runs it (strict coverage): the broken mailer
+    is caught by invariant 1 with a kill at B, the fixed one passes with every check."""
+    import shutil
+
+    if shutil.which("node") is None:
+        pytest.skip(
+            "node is not installed: the Node.js scenario cannot run (apt-get install nodejs)"
+        )
+    report = pytester.path / "crashpoints.json"
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "crashpoints",
+        "-p",
+        "no:randomly",
+        "-o",
+        f"cache_dir={pytester.path / '.cache'}",
+        f"--crashpoints-report={report}",
+        "--crashpoints-strict-coverage",
+        str(NODE_SCENARIO),
+    )
+    result.assert_outcomes(passed=2)
+    tests = {t["nodeid"].rsplit("::", 1)[1]: t for t in json.loads(report.read_text())["tests"]}
+    fixed = tests["test_a_half_done_job_is_parked_not_sent_again"]
+    assert fixed["verdict"] == "passed" and not fixed["unchecked"] and not fixed["unkilled"]
+    assert {p for p, row in fixed["coverage"].items() if row["killed"]} == {"A", "B", "C"}
+    broken = tests["test_a_job_sent_then_marked_is_sent_twice"]
+    assert broken["verdict"] == "caught"
+    assert broken["failure"]["schedule_text"] == "deliver message 0, kill at B (hit 1)"
+    assert 1 in broken["failure"]["invariants"] and broken["failure"]["deterministic"]

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_crashpoints.cli import main
+from tests.conftest import assert_follows_the_report_schema
 
 SUITE = """
 import pytest
@@ -119,14 +120,44 @@ def test_clear_errors(
         ("{not json", "is not a crashpoints report (not JSON"),
         ('{"version": 1}', "is JSON but not a crashpoints report"),
         ('{"version": 9, "tests": []}', "format version 9; this release reads version 1"),
+        ('{"version": true, "tests": []}', "format version True; this release reads version 1"),
         (
-            '{"version": 1, "tests": [{"nodeid": "t.py::x"}]}',
-            "is a damaged crashpoints report (test 0 has no valid 'cases')",
+            '{"version": 1, "seed": 1, "interrupted": false, "tests": [{"nodeid": "t.py::x"}]}',
+            "is a damaged crashpoints report (tests[0] has no 'outcome')",
         ),
         (
-            '{"version": 1, "tests": [{"nodeid": "t", "cases": 1, "coverage": {},'
-            ' "outcome": "failed", "failure": {"schedule_text": 3}}]}',
-            "the failure of test 0 has no valid 'schedule_text'",
+            '{"version": 1, "seed": 1, "interrupted": false, "tests": [{"nodeid": "t",'
+            ' "outcome": "failed", "verdict": "failed", "cases": "3", "coverage": {},'
+            ' "failure": null}]}',
+            "(tests[0].cases is '3', not an integer)",
+        ),
+        (
+            '{"version": 1, "seed": 1, "interrupted": false, "tests": [{"nodeid": "t",'
+            ' "outcome": "failed", "verdict": "failed", "cases": 1, "coverage": {},'
+            ' "failure": {"schedule_text": 3}}]}',
+            "(tests[0].failure has no 'schedule')",
+        ),
+        (
+            '{"version": 1, "seed": 1, "interrupted": false, "tests": [{"nodeid": "t",'
+            ' "outcome": "passed", "verdict": "fine", "cases": 1, "coverage": {"A": {}},'
+            ' "failure": null}]}',
+            "(tests[0].verdict is 'fine', not one of 'passed', 'failed', 'caught')",
+        ),
+        (
+            '{"version": 1, "seed": 1, "interrupted": false, "tests": [{"nodeid": "t",'
+            ' "outcome": "passed", "verdict": "passed", "cases": 1, "coverage": {"A": 2},'
+            ' "failure": null}]}',
+            "(tests[0].coverage['A'] is 2, not an object)",
+        ),
+        (
+            '{"version": 1, "seed": -1, "interrupted": false, "tests": []}',
+            "(seed is -1, less than 0)",
+        ),
+        (
+            '{"version": 1, "seed": 1, "interrupted": false, "tests": [{"nodeid": "t",'
+            ' "outcome": "failed", "verdict": "failed", "cases": 1, "coverage": {},'
+            ' "failure": "boom"}]}',
+            "(tests[0].failure is 'boom', not null or an object)",
         ),
     ],
 )
@@ -147,6 +178,18 @@ def test_gate_without_crash_tests_is_an_error(
     assert "no crash tests ran" in capfd.readouterr().err
     # No report file at all: not the JSON, the JUnit XML, the Markdown, nor a partial one.
     assert list(suite.parent.glob("crashpoints-*")) == []
+
+
+def test_gate_without_paths_runs_what_pytest_collects_here(
+    suite: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    (suite / "test_plain.py").write_text("def test_plain():\n    pass\n")
+    assert main(["gate"]) == 2
+    err = capfd.readouterr().err
+    assert "no such path" not in err  # there is no default folder a wheel lacks
+    # pytest ran, and found the plain test under the current folder (exit 0), but no crash test.
+    assert f"no crash tests ran under {Path.cwd()} (pytest's testpaths" in err
+    assert "(pytest exit 0)" in err
 
 
 DIES = """
@@ -170,6 +213,7 @@ def test_a_test_whose_xdist_worker_crashed_is_listed_as_failed(
     assert "1 passed, 1 broken agents caught, 1 failed" in out
     assert "crashpoints gate: FAILED" in out
     document = json.loads(Path("crashpoints-report.json").read_text())
+    assert_follows_the_report_schema(document)  # the died test, a caught one, a passed one
     [died] = [t for t in document["tests"] if t["nodeid"].endswith("::test_dies")]
     assert died["verdict"] == "failed" and "crashed while running" in died["error"]
     assert "crashed while running" in Path("crashpoints-summary.md").read_text()

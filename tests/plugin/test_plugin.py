@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
 from pytest_crashpoints.harness import read_token
+from tests.conftest import assert_follows_the_report_schema
 
 SCENARIO = '''
 import pytest
@@ -72,10 +74,21 @@ def test_a_correct_scenario_passes(pytester: pytest.Pytester, mode: str) -> None
     )
 
 
+def junit_properties(path: Path) -> dict[str, dict[str, str]]:
+    """Each test case's properties in a JUnit XML file, by test name."""
+    return {
+        case.attrib["name"]: {p.attrib["name"]: p.attrib["value"] for p in case.iter("property")}
+        for case in ET.parse(path).getroot().iter("testcase")
+    }
+
+
 def test_a_broken_agent_fails_with_a_replayable_report(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(SCENARIO + BROKEN)
     report = pytester.path / "report.json"
-    result = run(pytester, "--crashpoints-seed=3", f"--crashpoints-report={report}")
+    junit = pytester.path / "junit.xml"
+    result = run(
+        pytester, "--crashpoints-seed=3", f"--crashpoints-report={report}", f"--junitxml={junit}"
+    )
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
@@ -94,6 +107,7 @@ def test_a_broken_agent_fails_with_a_replayable_report(pytester: pytest.Pytester
         ]
     )
     document = json.loads(report.read_text())
+    assert_follows_the_report_schema(document)
     assert document["version"] == 1 and document["seed"] == 3
     [test] = document["tests"]
     assert test["verdict"] == "failed" and test["outcome"] == "failed"
@@ -103,6 +117,14 @@ def test_a_broken_agent_fails_with_a_replayable_report(pytester: pytest.Pytester
     token = read_token(test["failure"]["token"])
     schedule, seed = token.schedule, token.seed
     assert str(schedule) == "deliver message 0, kill at B (hit 1)" and seed == 3
+    # The JUnit XML carries what a CI system needs to act on it, the replay token included.
+    assert junit_properties(junit)["test_broken"] == {
+        "crashpoints.seed": "3",
+        "crashpoints.cases": str(test["cases"]),
+        "crashpoints.verdict": "failed",
+        "crashpoints.invariants": " ".join(map(str, test["failure"]["invariants"])),
+        "crashpoints.replay": test["failure"]["token"],
+    }
 
     # The replay command reproduces exactly that schedule.
     token = test["failure"]["token"]
@@ -134,7 +156,8 @@ def test_expect_fails_when_the_bug_is_not_caught(pytester: pytest.Pytester) -> N
 def test_verdicts_agree_under_xdist_and_the_summary_aggregates(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(SCENARIO + GOOD.replace("{mode}", "exhaustive") + CAUGHT)
     serial = run(pytester, "--crashpoints-seed=5")
-    parallel = run(pytester, "--crashpoints-seed=5", "-n", "2")
+    junit = pytester.path / "junit.xml"
+    parallel = run(pytester, "--crashpoints-seed=5", "-n", "2", f"--junitxml={junit}")
     serial.assert_outcomes(passed=2)
     parallel.assert_outcomes(passed=2)
     for result in (serial, parallel):
@@ -147,6 +170,12 @@ def test_verdicts_agree_under_xdist_and_the_summary_aggregates(pytester: pytest.
         return line
 
     assert cases(serial) == cases(parallel)
+    # The JUnit XML properties come back from the xdist workers too.
+    properties = junit_properties(junit)
+    assert properties["test_good"]["crashpoints.verdict"] == "passed"
+    assert properties["test_caught"]["crashpoints.verdict"] == "caught"
+    assert properties["test_caught"]["crashpoints.seed"] == "5"
+    assert "1" in properties["test_caught"]["crashpoints.invariants"].split()
 
 
 @pytest.mark.parametrize(
@@ -310,6 +339,19 @@ def test_seed_last_reuses_the_previous_seed(pytester: pytest.Pytester) -> None:
     again.stdout.fnmatch_lines([f"*{header.strip()}*"])
 
 
+def test_the_crashpoints_seed_wins_over_the_hypothesis_seed_and_any_hypothesis_seed_works(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    both = run(pytester, "--crashpoints-seed=4", "--hypothesis-seed=9")
+    assert "Using --crashpoints-seed=4" in both.outlines
+    words = run(pytester, "--hypothesis-seed=not-a-number")
+    words.stdout.fnmatch_lines(["Using --crashpoints-seed=* (from --hypothesis-seed)"])
+    again = run(pytester, "--hypothesis-seed=not-a-number")
+    [header] = [line for line in words.outlines if line.startswith("Using")]
+    assert header in again.outlines  # the same words give the same seed
+
+
 def test_a_declared_point_never_reached_is_reported_and_fails_strict(
     pytester: pytest.Pytester,
 ) -> None:
@@ -382,7 +424,7 @@ def test_cautious(crashpoints):
 
 
 HYPOTHESIS_BROKEN = """
-@pytest.mark.crashpoints(points="B", providers=["email"], mode="hypothesis")
+@pytest.mark.crashpoints(points="B", providers=["email"], mode="hypothesis", max_examples=20)
 def test_broken_generated(crashpoints):
     crashpoints.run(worker=reference_worker, recover=blind_recovery, messages=[MESSAGE])
 """
@@ -410,10 +452,21 @@ def test_hypothesis_profile_seed_and_example_database(pytester: pytest.Pytester)
         pytester,
         "--hypothesis-profile=tiny",
         "--hypothesis-seed=11",
+        "--hypothesis-show-statistics",
         f"--crashpoints-report={report}",
     )
     result.assert_outcomes(passed=1, failed=1)
-    tests = {t["nodeid"].rpartition("::")[2]: t for t in json.loads(report.read_text())["tests"]}
+    # The seed shown is the seed used: --hypothesis-seed seeds the crash schedules too.
+    result.stdout.fnmatch_lines(["Using --crashpoints-seed=11 (from --hypothesis-seed)"])
+    document = json.loads(report.read_text())
+    assert document["seed"] == 11
+    assert {t["seed"] for t in document["tests"]} == {11}
+    tests = {t["nodeid"].rpartition("::")[2]: t for t in document["tests"]}
+    assert read_token(tests["test_broken_generated"]["failure"]["token"]).seed == 11
+    # Hypothesis's statistics section shows the crash tests' exploration.
+    result.stdout.fnmatch_lines(
+        ["*= Hypothesis Statistics =*", "*::test_good:", "*- during generate phase*"]
+    )
     # The profile's max_examples bounds the generated schedules, on top of the fault-free
     # run and, for a point the draw never reached, one covering schedule (A, B, recovery).
     assert tests["test_good"]["cases"] <= 1 + 3 + 3

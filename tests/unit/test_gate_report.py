@@ -12,6 +12,8 @@ import pytest
 from pytest_crashpoints.cli import main
 
 FAILURE = {
+    "schedule": {"version": 1, "steps": [{"step": "Deliver", "message": 0}]},
+    "token": "T",
     "invariants": [1],
     "schedule_text": "kill at B",
     "violations": ["invariant 1 ..."],
@@ -21,13 +23,22 @@ FAILURE = {
 
 
 def entry(nodeid: str, **fields: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {"nodeid": nodeid, "cases": 3, "coverage": {}, "outcome": "passed"}
-    return {**base, **fields}
+    base: dict[str, Any] = {
+        "nodeid": nodeid,
+        "cases": 3,
+        "coverage": {},
+        "outcome": "passed",
+        "failure": None,
+    }
+    test = {**base, **fields}
+    test.setdefault("verdict", "failed" if test["failure"] else "passed")
+    return test
 
 
 def table(tmp_path: Path, capsys: pytest.CaptureFixture[str], *tests: dict[str, Any]) -> str:
     path = tmp_path / "report.json"
-    path.write_text(json.dumps({"version": 1, "seed": 1, "tests": list(tests)}))
+    document = {"version": 1, "seed": 1, "interrupted": False, "tests": list(tests)}
+    path.write_text(json.dumps(document))
     main(["show", str(path)])
     return capsys.readouterr().out
 
