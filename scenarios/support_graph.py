@@ -92,14 +92,18 @@ def handle_ticket(ticket: Mapping[str, Any], ctx: Context, *, ledger: bool = Tru
         app = graph.compile(checkpointer=SqliteSaver(conn))
         config: Any = {"configurable": {"thread_id": str(ticket["id"])}}
         state = app.get_state(config)
+        # "sync": each step's checkpoint is written before the next step starts. LangGraph's
+        # default ("async") writes it while the next step runs, so what a crash leaves of it
+        # depends on the threads' timing: not a state anyone can reason about, or replay.
         if state.next:  # a run of this ticket was cut short: go on from its checkpoint
-            result = app.invoke(None, config)
+            result = app.invoke(None, config, durability="sync")
         elif state.values:  # done before
             result = state.values
         else:
             question = (f"Ticket {ticket['id']} from {ticket['email']}: {ticket['text']}")
             result = app.invoke(
-                {"messages": [SystemMessage(SYSTEM), ("user", question)]}, config
+                {"messages": [SystemMessage(SYSTEM), ("user", question)]}, config,
+                durability="sync",
             )
         return str(result["messages"][-1].content)
     finally:
