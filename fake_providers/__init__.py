@@ -9,7 +9,9 @@ with the same answers both ways:
 - :class:`Payments`: idempotent, a subset of Stripe's API;
 - :class:`Email`: not idempotent, a subset of SendGrid's v3 mail send and email activity API;
 - :class:`Tickets`: not idempotent, a subset of GitHub's REST API (repos, issues, search);
-- :class:`Deploy`: not idempotent, no lookup at all.
+- :class:`Deploy`: not idempotent, no lookup at all;
+- :class:`Model`: a language model behind the OpenAI and Anthropic APIs, answering from a
+  :class:`Script` (its answers are reads, never effects).
 
 The harness configures keys (``provider.keys``), settings (``provider.settings``) and faults
 (``provider.faults``) between steps, and checks invariants against ``provider.journal``. It can
@@ -39,16 +41,18 @@ from ._http_api import Effect, HttpApi, Lookup, Search
 from ._journal import EffectRecord, Journal, RequestRecord
 from ._keys import ApiKey, Keys, derive_key
 from ._mock import mock, transport
+from ._model import Model, ModelCall
 from ._openapi import openapi
 from ._payments import Payments
 from ._provider import ATTEMPT_HEADER, CORRELATION_HEADER, TENANT_HEADER, Provider, ResponseInfo
+from ._script import Conversation, Message, ModelTurn, Script, ToolCall, call, say
 from ._server import Preamble, serve
 from ._settings import ProviderSettings, Settings
 from ._tickets import Tickets
 
 #: Every simulated provider, by name.
 PROVIDERS: dict[str, type[Provider]] = {
-    provider.name: provider for provider in (Payments, Email, Tickets, Deploy)
+    provider.name: provider for provider in (Payments, Email, Tickets, Deploy, Model)
 }
 
 __all__ = [
@@ -57,6 +61,7 @@ __all__ = [
     "TENANT_HEADER",
     "ActiveFault",
     "ApiKey",
+    "Conversation",
     "Deploy",
     "Email",
     "Effect",
@@ -69,16 +74,24 @@ __all__ = [
     "Preamble",
     "Journal",
     "Keys",
+    "Message",
+    "Model",
+    "ModelCall",
+    "ModelTurn",
     "Payments",
     "Provider",
     "ProviderSettings",
     "RequestRecord",
     "ResponseInfo",
+    "Script",
     "Settings",
     "Tickets",
+    "ToolCall",
+    "call",
     "derive_key",
     "mock",
     "openapi",
+    "say",
     "serve",
     "transport",
 ]

@@ -19,7 +19,9 @@ Attribution: every request and effect row carries the ``label`` of the derived k
 presented (see ``_keys``), which names the process that sent it, and the ``aliases`` of the
 object it created or read: every string by which the provider's API names that object to its
 clients (an id, a number, a URL), so that whatever a ledger stored of an answer links it to the
-effect. The journal's schema version is stored in the file; a journal written by another
+effect. Every request row also records when it was recorded on the machine's monotonic clock
+(``mono_ns``), which orders the requests of several providers within one harness second. The
+journal's schema version is stored in the file; a journal written by another
 version is refused (journals are per-test files: start a new one).
 """
 
@@ -37,7 +39,7 @@ from typing import Any
 
 __all__ = ["EffectRecord", "Journal", "RequestRecord"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _INHERITED: list[sqlite3.Connection] = []
 
@@ -59,7 +61,7 @@ CREATE TABLE IF NOT EXISTS requests(
     payload_hash TEXT, args_hash TEXT,
     status INTEGER, effect_applied INTEGER NOT NULL, object_id TEXT,
     aliases TEXT NOT NULL DEFAULT '[]', fault TEXT,
-    replayed INTEGER NOT NULL DEFAULT 0);
+    replayed INTEGER NOT NULL DEFAULT 0, mono_ns INTEGER);
 CREATE INDEX IF NOT EXISTS requests_operation_key ON requests(operation_key);
 CREATE INDEX IF NOT EXISTS requests_attempt ON requests(attempt_id);
 CREATE INDEX IF NOT EXISTS requests_label ON requests(label);
@@ -93,7 +95,9 @@ class RequestRecord:
     derived key the request presented (None for a plain key, an unknown key or none): it names
     the process that sent the request. ``aliases`` are the names the provider's API gives the
     object the request created or read by id (empty for a refusal, a search, a list, or a
-    request that names no object); see each provider for what they are.
+    request that names no object); see each provider for what they are. ``mono_ns`` is when
+    the request was recorded on the machine's monotonic clock (the same for every process:
+    it orders requests to several providers within one harness second).
     """
 
     seq: int
@@ -119,6 +123,7 @@ class RequestRecord:
     aliases: tuple[str, ...]
     fault: str | None
     replayed: bool
+    mono_ns: int | None = None
 
 
 @dataclass(frozen=True)
@@ -182,6 +187,7 @@ def _request_record(row: sqlite3.Row) -> RequestRecord:
         aliases=tuple(json.loads(row["aliases"])),
         fault=row["fault"],
         replayed=bool(row["replayed"]),
+        mono_ns=row["mono_ns"],
     )
 
 

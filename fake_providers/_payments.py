@@ -9,6 +9,16 @@ response; ``Stripe-Account`` may name the tenant and must then match the key's):
     POST /v1/payment_intents            create a payment intent   payments:write
     GET  /v1/payment_intents/{id}       retrieve (consistent)     payments:read   lookup
     GET  /v1/payment_intents/search     search (lags)             payments:read   lookup
+    POST /v1/refunds                    refund a charge           payments:write
+    GET  /v1/refunds/{id}               retrieve (consistent)     payments:read   lookup
+    GET  /v1/refunds?charge=            list a charge's refunds   payments:read   lookup
+                                        (consistent, newest first)
+
+A refund names a ``charge`` of the caller's tenant (404 ``resource_missing`` otherwise) and an
+``amount`` (default: what is left of the charge), at most what is left (400
+``amount_too_large``; 400 ``charge_already_refunded`` when nothing is left); ``reason`` is
+``duplicate``, ``fraudulent`` or ``requested_by_customer``. A charge shows ``amount_refunded``
+and ``refunded``, counted from its refunds when it is read.
 
 Search queries: clauses ``metadata['key']:'value'``, ``status:'succeeded'``,
 ``currency:'usd'``, ``amount:1000``, ``customer:'cus_1'`` joined by ``AND``.
@@ -65,6 +75,10 @@ _INTENT_PARAMS = frozenset(
         "on_behalf_of", "transfer_group", "shipping", "expand",
     }
 )
+_REFUND_PARAMS = frozenset(
+    {"charge", "amount", "reason", "metadata", "instructions_email", "expand"}
+)
+_REFUND_REASONS = frozenset({"duplicate", "fraudulent", "requested_by_customer"})
 _DECLINING = frozenset({"tok_chargeDeclined", "pm_card_chargeDeclined"})
 _CLAUSE = re.compile(
     r"""\s*(?:metadata\[(?P<mq>['"])(?P<mkey>[^'"]+)(?P=mq)\]|(?P<field>[a-z_]+))"""
@@ -141,6 +155,12 @@ class Payments(Provider):
               "payments:read", lambda c: self._search(c, "payment_intent"), search=True),
             r("GET", r"/v1/payment_intents/(?P<id>[^/]+)", "payment_intents.retrieve",
               "lookup", "payments:read", lambda c: self._retrieve(c, "payment_intent")),
+            r("POST", r"/v1/refunds", "refunds.create", "write", "payments:write",
+              lambda c: self._create(c, "refund")),
+            r("GET", r"/v1/refunds", "refunds.list", "lookup", "payments:read",
+              self._list_refunds),
+            r("GET", r"/v1/refunds/(?P<id>[^/]+)", "refunds.retrieve", "lookup",
+              "payments:read", lambda c: self._retrieve(c, "refund")),
         ]
 
     def error(
@@ -206,7 +226,7 @@ class Payments(Provider):
             raise
         if idem is None:
             return reply
-        if reply.status == 400:  # validation failed before executing: Stripe saves nothing
+        if reply.status in (400, 404):  # refused before executing: Stripe saves nothing
             self._release(call, idem)
             return reply
         reply.on_commit = _saver(call, idem)
@@ -243,6 +263,8 @@ class Payments(Provider):
         self, call: Call, object_type: str, params: dict[str, Any], logical: dict[str, Any],
         base: Reply,
     ) -> Reply:
+        if object_type == "refund":
+            return self._refund(call, params, logical, base)
         allowed = _CHARGE_PARAMS if object_type == "charge" else _INTENT_PARAMS
         for name in params:
             if name not in allowed:
@@ -295,6 +317,8 @@ class Payments(Provider):
             declined = source in _DECLINING
             obj.update(
                 amount_captured=0 if declined else amount,
+                amount_refunded=0,
+                refunded=False,
                 captured=not declined,
                 paid=not declined,
                 status="failed" if declined else "succeeded",
@@ -330,16 +354,102 @@ class Payments(Provider):
         answer.headers["Content-Type"] = "application/json"
         return answer
 
+    def _refund(
+        self, call: Call, params: dict[str, Any], logical: dict[str, Any], base: Reply
+    ) -> Reply:
+        def invalid(message: str, param: str, code: str = "parameter_invalid") -> Reply:
+            return self._with(base, self.error(400, message, code=code, param=param))
+
+        for name in params:
+            if name not in _REFUND_PARAMS:
+                return self._with(base, self.error(
+                    400, f"Received unknown parameter: {name}", code="parameter_unknown",
+                    param=name,
+                ))
+        charge_id = params.get("charge")
+        if not isinstance(charge_id, str) or not charge_id:
+            return invalid("Missing required param: charge.", "charge", "parameter_missing")
+        charge = self.lookup(call, "charge", charge_id)
+        if charge is None:
+            return self._with(base, self.error(
+                404, f"No such charge: '{charge_id}'", code="resource_missing", param="charge"
+            ))
+        left = int(charge["amount"]) - self._refunded(call, charge_id)
+        amount = logical.get("amount", left)
+        if not isinstance(amount, int) or amount < 1:
+            return invalid(f"Invalid positive integer: amount {params.get('amount')!r}.",
+                           "amount", "parameter_invalid_integer")
+        if left <= 0:
+            return invalid(f"Charge {charge_id} has already been refunded.", "charge",
+                           "charge_already_refunded")
+        if amount > left:
+            return invalid(
+                f"Refund amount ({amount}) is greater than unrefunded amount on charge "
+                f"({left}).", "amount", "amount_too_large",
+            )
+        reason = params.get("reason")
+        if reason is not None and reason not in _REFUND_REASONS:
+            return invalid(f"Invalid reason: {reason!r}; use one of "
+                           f"{', '.join(sorted(_REFUND_REASONS))}.", "reason")
+        metadata = params.get("metadata") or {}
+        if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+            return invalid("Invalid metadata: pass metadata[key]=value pairs of strings.",
+                           "metadata")
+        refund_id = f"re_{call.seq:024d}"
+        refund = {
+            "id": refund_id,
+            "object": "refund",
+            "amount": amount,
+            "charge": charge_id,
+            "currency": charge["currency"],
+            "created": int(call.now),
+            "metadata": metadata,
+            "reason": reason,
+            "status": "succeeded",
+        }
+        answer = self._with(base, Reply(200, object_id=refund_id, aliases=(refund_id,)))
+        answer.body = json_body(refund)
+        answer.effect = EffectDraft("refund", refund_id, refund)
+        answer.headers["Content-Type"] = "application/json"
+        return answer
+
+    def _refunded(self, call: Call, charge_id: str) -> int:
+        return sum(
+            int(r["amount"]) for r in self.lookup_all(call, "refund") if r["charge"] == charge_id
+        )
+
+    def _shown(self, call: Call, obj: dict[str, Any]) -> dict[str, Any]:
+        """A stored object as the API shows it now (a charge: with what was refunded)."""
+        if obj.get("object") != "charge":
+            return obj
+        refunded = self._refunded(call, str(obj["id"]))
+        return {**obj, "amount_refunded": refunded, "refunded": refunded >= obj["amount"]}
+
     # -- lookups -------------------------------------------------------------------------------
+
+    def _list_refunds(self, call: Call) -> Reply:
+        charge = call.query.get("charge")
+        try:
+            limit = int(call.query.get("limit", "10"))
+        except ValueError:
+            limit = 0
+        if not 1 <= limit <= 100:
+            return self.error(400, "limit must be between 1 and 100.", param="limit")
+        refunds = [r for r in self.lookup_all(call, "refund") if charge in (None, r["charge"])]
+        refunds.reverse()
+        body = {"object": "list", "url": "/v1/refunds", "has_more": len(refunds) > limit,
+                "data": refunds[:limit]}
+        return Reply(200, json_body(body), {"Content-Type": "application/json"})
 
     def _retrieve(self, call: Call, object_type: str) -> Reply:
         object_id = call.groups["id"]
         obj = self.lookup(call, object_type, object_id)
         if obj is None:
-            noun = "charge" if object_type == "charge" else "payment_intent"
+            noun = "payment_intent" if object_type == "payment_intent" else object_type
             return self.error(
                 404, f"No such {noun}: '{object_id}'", code="resource_missing", param="id"
             )
+        obj = self._shown(call, obj)
         reply = Reply(200, json_body(obj), {"Content-Type": "application/json"})
         reply.object_id = object_id
         reply.aliases = (object_id,)
@@ -358,7 +468,9 @@ class Payments(Provider):
             return self.error(400, f"Invalid search query {query!r}: {exc}.", param="query")
         if not 1 <= limit <= 100:
             return self.error(400, "limit must be between 1 and 100.", param="limit")
-        hits = [o for o in self.visible(call, object_type) if _matches(o, clauses)]
+        hits = [
+            self._shown(call, o) for o in self.visible(call, object_type) if _matches(o, clauses)
+        ]
         page = hits[offset : offset + limit]
         more = offset + limit < len(hits)
         path = "/v1/charges/search" if object_type == "charge" else "/v1/payment_intents/search"

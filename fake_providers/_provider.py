@@ -94,7 +94,8 @@ class ResponseInfo:
     idempotent answer was replayed (payments). ``request_id``: the provider's request id (its
     request id header). ``label``: the label of the derived key presented, None for a plain key,
     an unknown key or none. ``idempotency_key``: the ``Idempotency-Key`` presented, if any.
-    ``provider``: the provider's name (``"payments"``, ...).
+    ``provider``: the provider's name (``"payments"``, ...). ``tool_calls``: the names of the
+    tools a model's answer calls (empty for every other answer).
     """
 
     operation: str | None
@@ -106,6 +107,8 @@ class ResponseInfo:
     label: str | None
     idempotency_key: str | None
     provider: str
+    #: The tools a model's answer calls, in order (empty for every other answer).
+    tool_calls: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,8 @@ class Reply:
     #: The names the API gives the object created or read by id (see ``RequestRecord``).
     aliases: tuple[str, ...] = ()
     replayed: bool = False
+    #: The tools a model's answer calls (see ``ResponseInfo.tool_calls``).
+    tool_calls: tuple[str, ...] = ()
     #: Runs inside the commit transaction, after the request row (gets the final headers).
     on_commit: Callable[[sqlite3.Connection, Reply], None] | None = None
 
@@ -168,7 +173,14 @@ class Call:
 
 @dataclass(frozen=True)
 class Route:
-    """An operation: method and path pattern, name, kind, required scope, handler."""
+    """An operation: method and path pattern, name, kind, required scope, handler.
+
+    ``generates``: the request makes an answer that is not made again the same way (a
+    model's generation). It applies no effect and is journaled as its ``kind`` says, but the
+    fault switches act on it as on a write: refused before it is made (``server_errors``,
+    ``rate_limits``, ``write_timeouts`` with ``on="writes"``), or made and then lost
+    (``lose_responses``).
+    """
 
     method: str
     pattern: re.Pattern[str]
@@ -177,6 +189,7 @@ class Route:
     scope: str
     handler: Callable[[Call], Reply]
     search: bool = False
+    generates: bool = False
 
 
 @dataclass(frozen=True)
@@ -212,6 +225,9 @@ class Provider:
     has_lookup: ClassVar[bool] = True
     #: Whether it has a search, which lags behind writes (``settings.search_lag``).
     has_search: ClassVar[bool] = True
+    #: Whether it is a model: its answers are generated (from a script), never effects; the
+    #: crash point at an answer that calls a tool is ``model.tool_call``, not C.
+    is_model: ClassVar[bool] = False
     request_id_header: ClassVar[str] = "X-Request-Id"
     #: Request ids differ between providers, as real ones do: a ledger row that stored one
     #: names one request of one provider.
@@ -287,6 +303,11 @@ class Provider:
         if not request.headers.get("Authorization"):
             return self.error(401, "No API key provided: send Authorization: Bearer <key>.")
         return self.error(401, "Invalid API key provided: the key is unknown or was revoked.")
+
+    def notes(self) -> dict[str, str]:
+        """What the provider has to say about some of its requests, by request id, for a
+        timeline (a model: the turn it answered). None by default."""
+        return {}
 
     def rate_limited(self, retry_after: float) -> Reply:
         reply = self.error(429, "Too many requests: retry later.", code="rate_limit")
@@ -379,7 +400,7 @@ class Provider:
         with self.journal.transaction() as conn:
             seq = next_counter(conn, "request")
             if refusal is None and route is not None:
-                kind = route.kind
+                kind: RequestKind = "write" if route.generates else route.kind
                 latency = take(conn, "latency", kind)
                 fired = (
                     take(conn, "rate_limit", kind)
@@ -453,6 +474,9 @@ class Provider:
             "aliases": json.dumps(list(reply.aliases)),
             "fault": fault,
             "replayed": int(reply.replayed),
+            # Not the harness clock (frozen inside a worker): the machine's, which every
+            # process shares, to order requests to several providers.
+            "mono_ns": time.clock_gettime_ns(time.CLOCK_MONOTONIC),
         }
         sql = (
             f"INSERT INTO requests({', '.join(row)}) "
@@ -487,6 +511,9 @@ class Provider:
                         json.dumps(effect.body),
                     ),
                 )
+            if effect is not None or (
+                ctx.route is not None and ctx.route.generates and reply.status < 400
+            ):
                 lost = take(conn, "response_lost", "write")
             variant = None if lost is None else LOST_RESPONSES[int(lost.value or 0)]
             if variant is not None:
@@ -519,6 +546,7 @@ class Provider:
             label=key.label if key else None,
             idempotency_key=_idempotency_key(ctx, reply),
             provider=self.name,
+            tool_calls=reply.tool_calls,
         )
         return httpx.Response(
             reply.status, headers=reply.headers, content=reply.body, request=ctx.request,

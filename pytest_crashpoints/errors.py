@@ -12,6 +12,7 @@ Every error descends from :class:`CrashpointsError` and says what went wrong and
     │   └── LeaseHeld             the attempt is owned by someone else whose lease has not expired
     ├── ProviderRejected          the provider refused the request before applying any effect
     ├── CommandFailed             a worker or recovery command exited non-zero or by a signal
+    ├── ScriptError               the fake model's script is malformed or has no answer (ValueError)
     └── HarnessError              the fault-injection harness could not do what was asked
         ├── HarnessUsageError     a bad fault, timeout, clock move or authority change (ValueError)
         ├── WorkerNotPaused       a worker did not reach (or is not at) the gate being waited on
@@ -32,6 +33,7 @@ __all__ = [
     "LedgerError",
     "ProviderRejected",
     "SchemaVersionError",
+    "ScriptError",
     "UnknownAttempt",
     "UnknownTask",
     "WorkerNotPaused",
@@ -132,6 +134,11 @@ class CommandFailed(CrashpointsError):
     a signal the harness did not send: as a Python worker that raised, its message stays
     unacknowledged. The message quotes the end of its standard error (all of it is in the run
     directory's ``logs/``)."""
+
+
+class ScriptError(CrashpointsError, ValueError):
+    """The fake model's script is malformed, or has no answer for what the agent asked (a
+    turn it does not have, a tool the request does not offer, a function that raised)."""
 
 
 class HarnessError(CrashpointsError):

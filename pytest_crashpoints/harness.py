@@ -31,7 +31,8 @@ For tools built on pytest-crashpoints and for tests that steer processes themsel
   :func:`check_all`, :class:`Violation`), and invariants of your own (:data:`Invariant`,
   :func:`check_own`); each case an exploration ran (:class:`ScheduleRun`);
 - fail points without user code, installed inside a worker process: A, B and C at the wire of
-  any Python HTTP client talking to a loopback server that writes preambles
+  any Python HTTP client talking to a loopback server that writes preambles, and
+  ``model.tool_call`` (:data:`MODEL_POINT`) when a model's answer that calls a tool arrives
   (:func:`install_wire_hooks`, :func:`encode_preamble`, :func:`decode_preamble`) and
   ``db.commit``/``db.committed`` around every SQLite commit (:func:`install_commit_hooks`,
   :data:`COMMIT_POINTS`).
@@ -80,6 +81,7 @@ from ._inject.commits import install_commit_hooks
 from ._inject.failpoints import (
     COMMIT_POINTS,
     CRASH_POINTS,
+    MODEL_POINT,
     Count,
     Fault,
     Hit,
@@ -107,6 +109,7 @@ from ._process.worker import run_worker, start_worker
 __all__ = [
     "COMMIT_POINTS",
     "CRASH_POINTS",
+    "MODEL_POINT",
     "HARNESS_EPOCH",
     "INVARIANTS",
     "Advance",

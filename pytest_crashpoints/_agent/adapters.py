@@ -14,6 +14,8 @@ tool        provider      confirmation and lookup
 charge      payments      the created charge is a durable receipt; lookup by charge id
                           (consistent) or by metadata search (lags; zero hits count as absent
                           only because a retry with the same key is replayed, not repeated)
+refund      payments      the created refund is a durable receipt; lookup by refund id or in
+                          the charge's list of refunds (consistent) by the key in its metadata
 send_email  email         202 is no proof: lookup by message id (consistent) or by correlation
                           id (a search that lags: zero hits are absent only once the send is
                           older than ``search_lag_bound``)
@@ -41,7 +43,14 @@ from .._ledger.records import Attempt
 from ..errors import ProviderRejected
 from .toolcall import Absent, Found, LookupResult, Receipt, Unavailable
 
-__all__ = ["ChargeAdapter", "DeployAdapter", "EmailAdapter", "TicketAdapter", "reference_adapters"]
+__all__ = [
+    "ChargeAdapter",
+    "DeployAdapter",
+    "EmailAdapter",
+    "RefundAdapter",
+    "TicketAdapter",
+    "reference_adapters",
+]
 
 ClientFor = Callable[[Authority], httpx.Client]
 
@@ -146,6 +155,76 @@ def _found_charge(charge: Mapping[str, Any]) -> Found:
         payload_hash=_charge_hash(charge),
         result_ref=str(charge["id"]),
         request_id=str(charge["id"]),
+    )
+
+
+class RefundAdapter:
+    """``refund``: a Stripe-like refund of a charge. Args: ``charge`` (its id), ``amount``
+    (int, minor units), optional ``reason``."""
+
+    tool_name = "refund"
+    has_lookup = True
+
+    def __init__(self, client_for: ClientFor, *, idempotent: bool = True) -> None:
+        self._client_for = client_for
+        self.idempotent = idempotent
+
+    def dispatch(
+        self, args: Mapping[str, JSONValue], *, idempotency_key: str, authority: Authority
+    ) -> Receipt:
+        form = {
+            "charge": str(args["charge"]),
+            "amount": str(args["amount"]),
+            f"metadata[{CORRELATION}]": idempotency_key,
+        }
+        if args.get("reason"):
+            form["reason"] = str(args["reason"])
+        response = self._client_for(authority).post(
+            "/v1/refunds",
+            data=form,
+            headers={"Idempotency-Key": idempotency_key, CORRELATION_HEADER: idempotency_key},
+        )
+        _refuse_or_raise(response, "refund")
+        refund = response.json()
+        return Receipt(
+            request_id=response.headers.get("Request-Id", refund["id"]),
+            result_ref=refund["id"],
+            durable=True,
+            payload_hash=_refund_hash(refund),
+        )
+
+    def lookup(self, attempt: Attempt) -> LookupResult:
+        client = self._client_for(attempt.authority)
+        if attempt.result_ref:
+            response = client.get(f"/v1/refunds/{attempt.result_ref}")
+            if response.status_code == 404:
+                return Absent()
+            response.raise_for_status()
+            return _found_refund(response.json())
+        # The charge's refunds are listed consistently: a refund made under the key is there.
+        response = client.get(
+            "/v1/refunds", params={"charge": str(attempt.args["charge"]), "limit": "100"}
+        )
+        response.raise_for_status()
+        for refund in response.json().get("data", []):
+            if (refund.get("metadata") or {}).get(CORRELATION) == attempt.idempotency_key:
+                return _found_refund(refund)
+        return Absent()
+
+
+def _refund_hash(refund: Mapping[str, Any]) -> str:
+    """The arguments hash of what the provider refunded: the tool's arguments, read back."""
+    args: dict[str, Any] = {"charge": refund.get("charge"), "amount": refund.get("amount")}
+    if refund.get("reason"):
+        args["reason"] = refund["reason"]
+    return args_hash(args)
+
+
+def _found_refund(refund: Mapping[str, Any]) -> Found:
+    return Found(
+        payload_hash=_refund_hash(refund),
+        result_ref=str(refund["id"]),
+        request_id=str(refund["id"]),
     )
 
 
@@ -344,6 +423,7 @@ def reference_adapters(
     adapters: dict[str, Any] = {}
     if "payments" in clients:
         adapters["charge"] = ChargeAdapter(clients["payments"], idempotent=payments_idempotent)
+        adapters["refund"] = RefundAdapter(clients["payments"], idempotent=payments_idempotent)
     if "email" in clients:
         adapters["send_email"] = EmailAdapter(
             clients["email"], now=now, search_lag_bound=search_lag_bound

@@ -24,7 +24,7 @@ import difflib
 import hashlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._ledger.records import Attempt, Event
 from .authority_store import AuthorityChange
@@ -39,6 +39,9 @@ from .scenario import Scenario
 from .schedule import Schedule
 from .steps import CaseRun, fork_server_for
 from .world import World
+
+if TYPE_CHECKING:
+    from fake_providers import ModelCall
 
 __all__ = ["CaseResult", "CopiedReplay", "Ending", "conclude", "run_case", "verdict"]
 
@@ -72,6 +75,13 @@ class CaseResult:
     #: A failing case as data (``record.case_record``): its merged timeline, ledger rows and
     #: violations with what they name; ``None`` when the case passed.
     record: Mapping[str, Any] | None = None
+    #: Per message: how many times its delivery asked each model (the fault-free run's
+    #: counts are what a model's faults target, as a provider's writes are).
+    generations: Mapping[int, Mapping[str, int]] = dataclasses.field(default_factory=dict)
+    #: How many answers the models made, and how many of them answered a question asked
+    #: before (an agent that asks again after a crash or a lost answer).
+    model_calls: int = 0
+    model_reasks: int = 0
 
     @property
     def passed(self) -> bool:
@@ -90,6 +100,18 @@ def _outcomes(evidence: Evidence) -> tuple[str, ...]:
         effects[key] = effects.get(key, 0) + 1
     lines += [f"{p} effects args={h}: {n}" for (p, h), n in effects.items()]
     return tuple(sorted(lines))
+
+
+def _generations(requests: Sequence[ProviderRequest]) -> dict[int, dict[str, int]]:
+    from fake_providers import PROVIDERS
+
+    counts: dict[int, dict[str, int]] = {}
+    for request in requests:
+        model = PROVIDERS.get(request.provider)
+        if request.message is not None and model is not None and model.is_model:
+            made = counts.setdefault(request.message, {})
+            made[request.provider] = made.get(request.provider, 0) + 1
+    return counts
 
 
 def _digest(lines: Sequence[str]) -> str:
@@ -198,6 +220,8 @@ class Ending:
     authority_history: tuple[AuthorityChange, ...]
     ledger_columns: frozenset[str] | None
     rerun: RecoveryRerun
+    #: Every answer the case's models made (or could not make), in order.
+    model_calls: tuple[ModelCall, ...] = ()
 
 
 def conclude(run: CaseRun, replay: KilledRecoveryReplay) -> Ending:
@@ -233,6 +257,7 @@ def conclude(run: CaseRun, replay: KilledRecoveryReplay) -> Ending:
     requests = tuple(world.requests(run.deliveries))
     authority_history = tuple(world.authority_history())
     columns = getattr(view, "provides", None)
+    calls = tuple(world.model_calls())
     killed_diff, killed_at = replay.diff(run, unacked, again)
     return Ending(
         state=tuple(again),
@@ -242,6 +267,7 @@ def conclude(run: CaseRun, replay: KilledRecoveryReplay) -> Ending:
         authority_history=authority_history,
         ledger_columns=columns,
         rerun=RecoveryRerun(ledger_changes, new_requests, killed_diff, killed_at),
+        model_calls=calls,
     )
 
 
@@ -269,6 +295,15 @@ def verdict(
         keys={name: a.attempt_id for a in evidence.attempts for name in stored_links(a, evidence)},
     )
     evidence = dataclasses.replace(evidence, timeline=render_timeline(rows))
+    broken = next((c for c in ending.model_calls if c.error), None)
+    if broken is not None:
+        from ..errors import ScriptError
+
+        raise ScriptError(
+            f"the model's script has no answer for what "
+            f"{(broken.label or '').rpartition('.')[0] or 'a process'} "
+            f"asked ({broken.api}, turn {broken.turn}): {broken.error}"
+        )
     own, failed_checks = check_own(evidence, run.scenario.invariants)
     violations = (*check_all(evidence), *own)
     run.errors += failed_checks
@@ -302,4 +337,7 @@ def verdict(
         outcomes=_outcomes(evidence),
         unchecked=tuple(unchecked(evidence.ledger_columns)),
         record=record,
+        generations=_generations(evidence.requests),
+        model_calls=len(ending.model_calls),
+        model_reasks=sum(1 for c in ending.model_calls if c.asked),
     )

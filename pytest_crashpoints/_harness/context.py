@@ -105,6 +105,15 @@ class ProviderSpec:
         return PROVIDERS[self.name].has_search
 
     @property
+    def is_model(self) -> bool:
+        """Whether the provider is a model (its answers are reads, generated from a script)."""
+        if self.api is not None:
+            return False
+        from fake_providers import PROVIDERS
+
+        return PROVIDERS[self.name].is_model
+
+    @property
     def scopes(self) -> frozenset[str]:
         """Every scope the provider's operations need."""
         if self.api is not None:
@@ -330,7 +339,9 @@ class Context:
         ``CRASHPOINTS_<PROVIDER>_URL`` and ``CRASHPOINTS_<PROVIDER>_KEY`` for each provider
         of the case, ``CRASHPOINTS_RUN_DIR``, ``CRASHPOINTS_PROCESS`` and, with a task,
         ``CRASHPOINTS_TASK_ID``. Without a task (recovery), the keys are set only when every
-        task of the case holds the same authority."""
+        task of the case holds the same authority. With the ``model`` provider, also the
+        variables the OpenAI and Anthropic SDKs read: ``OPENAI_BASE_URL`` (its ``/v1``),
+        ``OPENAI_API_KEY``, ``ANTHROPIC_BASE_URL`` and ``ANTHROPIC_API_KEY``."""
         task = task_id if task_id is not None else self.task_id
         env = {"CRASHPOINTS_RUN_DIR": str(self.env.path), "CRASHPOINTS_PROCESS": self.worker_id}
         authority: Authority | None = None
@@ -347,6 +358,15 @@ class Context:
                 env[f"CRASHPOINTS_{name}_URL"] = self.env.url(spec.name)
             if authority is not None:
                 env[f"CRASHPOINTS_{name}_KEY"] = self.api_key(spec.name, authority)
+            if spec.is_model:
+                # What an SDK or a framework built on one reads when nobody passes it a URL.
+                if self.env.urls:
+                    env["OPENAI_BASE_URL"] = self.env.url(spec.name) + "/v1"
+                    env["ANTHROPIC_BASE_URL"] = self.env.url(spec.name)
+                if authority is not None:
+                    env["OPENAI_API_KEY"] = env["ANTHROPIC_API_KEY"] = self.api_key(
+                        spec.name, authority
+                    )
         return env
 
     @cached_property
@@ -356,7 +376,8 @@ class Context:
     def client(self, provider: str, task_or_authority: str | Authority) -> httpx.Client:
         """An httpx client for ``provider``, authenticated for a task (its authority now) or
         an explicit :class:`Authority`, whose transport reaches the fake provider in-process
-        and carries the crash points of the case's ``transport_points``."""
+        and carries the crash points of the case's ``transport_points``. The ``model``
+        answers from the script the harness holds: its client reaches the case's server."""
         authority = self._authority_for(f"ctx.client({provider!r}, ...)", task_or_authority)
         cached = self._clients.get((provider, authority))
         if cached is not None:
@@ -367,7 +388,15 @@ class Context:
 
         from .._inject.transport import CrashTransport
 
-        self.env.spec(provider)
+        if self.env.spec(provider).is_model:
+            # The model answers from the script the harness holds: reach it where it serves.
+            client = httpx.Client(
+                base_url=self.base_url(provider),
+                headers={"Authorization": f"Bearer {self.api_key(provider, authority)}"},
+                timeout=self.env.http_timeout,
+            )
+            self._clients[(provider, authority)] = client
+            return client
         target = self._providers[provider]
         client = httpx.Client(
             base_url=target.base_url,
@@ -394,7 +423,13 @@ class Context:
 
         from .._inject.transport import AsyncCrashTransport
 
-        self.env.spec(provider)
+        if self.env.spec(provider).is_model:
+            # The model answers from the script the harness holds: reach it where it serves.
+            return httpx.AsyncClient(
+                base_url=self.base_url(provider),
+                headers={"Authorization": f"Bearer {self.api_key(provider, authority)}"},
+                timeout=self.env.http_timeout,
+            )
         target = self._providers[provider]
         return httpx.AsyncClient(
             base_url=target.base_url,

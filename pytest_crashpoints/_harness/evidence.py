@@ -39,6 +39,7 @@ class ProviderRequest:
     (``None`` for recovery), and the authority the credential was issued for. ``aliases``
     are the names the API gives what the request created or read (ids, numbers, URLs).
 
+    ``note`` is what the provider says of it for a timeline (a model: the turn it answered).
     ``body`` is the object an effect created, as the provider stored it.
 
     ``operation_key`` (the idempotency key or correlation id the client sent), ``args_hash``
@@ -68,6 +69,9 @@ class ProviderRequest:
     task_id: str | None = None
     authority: Authority | None = None
     aliases: tuple[str, ...] = ()
+    #: What the provider says of the request, for the timeline (a model: the turn it
+    #: answered, and how: ``turn 0: refund(charge='ch_1', amount=1500)``).
+    note: str | None = None
     #: What an effect created, as the provider stored it (a charge with its amount, a
     #: message with its text); ``None`` for a request that applied no effect.
     body: Mapping[str, Any] | None = dataclasses.field(default=None, compare=False, hash=False)

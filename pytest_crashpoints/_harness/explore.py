@@ -80,6 +80,11 @@ def _space(scenario: Scenario, golden: CaseResult, points: Iterable[str]) -> Spa
         if effect.message is not None:
             made = effects[effect.message]
             made[effect.provider] = made.get(effect.provider, 0) + 1
+    for message, asked in golden.generations.items():
+        # A model's answers are what its faults target (refused before it answers, or
+        # answered and the answer lost), as a provider's writes are.
+        for provider, count in asked.items():
+            effects[message][provider] = count
     specs = scenario.providers
     return Space(
         messages=len(scenario.messages),

@@ -76,8 +76,9 @@ class History:
         reconstructed: what the harness did before a process (a delivery, a recovery start)
         comes first; then the ledger's transitions, each provider request placed after the
         latest DISPATCHED or UNKNOWN transition of its attempt (``keys`` maps what a row
-        stored, its idempotency key, request id or result, to its attempt id); then how the
-        process ended.
+        stored, its idempotency key, request id or result, to its attempt id), and a request
+        of no attempt (a model's turn) before the next request of its second that has one;
+        then how the process ended. ``requests`` come in the order they happened.
         """
         rows: list[tuple[float, int, float, TimelineRow]] = []
         for seq, entry in enumerate(self.entries):
@@ -89,13 +90,35 @@ class History:
             if event.to_state.value in ("DISPATCHED", "UNKNOWN"):
                 anchors.setdefault(event.attempt_id, []).append((event.at, index))
         keys = keys or {}
+        requests = list(requests)
+        orders: list[float | None] = []
+        attempts: list[str | None] = []
         for seq, request in enumerate(requests):
             attempt = request.attempt_id or next(
                 (keys[name] for name in sorted(request.identifiers) if name in keys), None
             )
             placed = [i for at, i in anchors.get(attempt or "", []) if at <= request.at]
-            order = placed[-1] + 0.5 + seq * 1e-6 if placed else len(events) + seq
-            row = TimelineRow(request.at, request=request, attempt_id=attempt)
+            orders.append(placed[-1] + 0.5 + seq * 1e-6 if placed else None)
+            attempts.append(attempt)
+        # The first transition of each attempt in each second.
+        firsts: dict[tuple[float, str], int] = {}
+        for index, event in enumerate(events):
+            firsts.setdefault((event.at, event.attempt_id), index)
+        for seq, request in enumerate(requests):
+            order = orders[seq]
+            if order is None:
+                # No attempt anchors it (a model's turn, a request no row names): it comes
+                # before the next anchored request of its second (before that attempt's
+                # first transition of the second), else after everything of its second.
+                order = len(events) + seq
+                for later in range(seq + 1, len(requests)):
+                    anchored = orders[later]
+                    if anchored is None or requests[later].at != request.at:
+                        continue
+                    start = firsts.get((request.at, attempts[later] or ""), anchored)
+                    order = min(start, anchored) - 0.5 + seq * 1e-6
+                    break
+            row = TimelineRow(request.at, request=request, attempt_id=attempts[seq])
             rows.append((request.at, 1, order, row))
         rows.sort(key=lambda row: (row[0], row[1], row[2]))
         return [row for *_, row in rows]
@@ -145,11 +168,13 @@ class TimelineRow:
             )
         request = self.request
         assert request is not None
-        effect = "EFFECT" if request.effect_applied else "no effect"
-        return (
-            f"     {request.provider:<10} {request.request_id} {request.kind} "
-            f"key={request.operation_key} status={request.status} {effect}"
-        )
+        if request.note is not None:
+            # A model's turn: what it answered is the story, not a key or an effect.
+            text = f"{request.kind} {request.note} status={request.status}"
+        else:
+            effect = "EFFECT" if request.effect_applied else "no effect"
+            text = f"{request.kind} key={request.operation_key} status={request.status} {effect}"
+        return f"     {request.provider:<10} {request.request_id} {text}"
 
 
 def render_timeline(rows: Iterable[TimelineRow]) -> str:

@@ -86,6 +86,10 @@ class ExplorationReport:
     differences: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     #: The checks the ledger view could not support (one line each).
     unchecked: list[str] = dataclasses.field(default_factory=list)
+    #: Answers the models made in all cases, and how many answered a question asked again
+    #: (an agent restarted after a crash, or retrying a lost answer, asks the model again).
+    model_calls: int = 0
+    model_reasks: int = 0
     #: Which engine ran the cases and, for the states engine, how much it shared: crash
     #: states checked (quiet phase and replay run), cases that shared one, recordings.
     engine: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -138,6 +142,7 @@ class ExplorationReport:
             "engine": self.engine,
             "schedules": [run.to_json() for run in self.schedules],
             "seconds": round(self.seconds, 3),
+            "model": {"calls": self.model_calls, "asked_again": self.model_reasks},
         }
 
     def count(self, result: CaseResult, *, phase: str = "", seconds: float = 0.0) -> None:
@@ -165,6 +170,8 @@ class ExplorationReport:
             self.reached[kind] = self.reached.get(kind, 0) + 1
         if result.kills and result.passed:
             self.recovered += 1
+        self.model_calls += result.model_calls
+        self.model_reasks += result.model_reasks
 
 
 def render_failure(report: ExplorationReport) -> str:

@@ -11,6 +11,8 @@ from ..errors import CrashpointsError
 from .context import Context, ProviderSpec
 
 if TYPE_CHECKING:
+    from fake_providers import Script
+
     from .._ledger.views import LedgerView
     from .._process.handle import StartMethod
     from .invariants import Invariant
@@ -33,12 +35,17 @@ class Scenario:
     the invariants are checked on (default: the reference ledger). ``transport_points`` are the
     points the crash transport fires (B and C); leave them empty when the worker marks B and C
     itself (as the reference ``guarded_call`` does). ``invariants`` are invariants of your own,
-    checked on every case after the six (see :data:`~.invariants.Invariant`).
+    checked on every case after the six (see :data:`~.invariants.Invariant`). ``model`` is the
+    script the ``model`` provider answers from. ``setup(ctx)`` runs in the harness before each
+    case's first step, as the harness (its requests are not the agent's effects): it creates
+    what the agent's tools expect to find at the providers, e.g. the charge a support agent
+    refunds.
 
     Raises :class:`~pytest_crashpoints.errors.HarnessUsageError` for a worker or recovery that
     is not a plain or coroutine function taking those arguments (a generator function, a
     coroutine object) and for invariants that are not named callables of one argument, and
-    :class:`CrashpointsError` for a message without a task or a task without an authority.
+    :class:`CrashpointsError` for a message without a task or a task without an authority, a
+    ``model`` provider without a script or a script without one.
     """
 
     worker: WorkerFn
@@ -51,8 +58,12 @@ class Scenario:
     timeout: float = 30.0
     start_method: StartMethod = "fork"
     invariants: tuple[Invariant, ...] = ()
+    model: Script | None = None
+    setup: Callable[[Context], object] | None = None
 
     def __post_init__(self) -> None:
+        from fake_providers import Script
+
         from .._process.calling import check_callable
         from .invariants import check_invariants
 
@@ -60,6 +71,25 @@ class Scenario:
         check_invariants(self.invariants)
         if self.recover is not None:
             check_callable(self.recover, role="recover", arguments=("ctx",))
+        models = [s.name for s in self.providers if s.is_model]
+        if self.model is not None and not isinstance(self.model, Script):
+            raise CrashpointsError(
+                f"model={self.model!r} is not a script; pass model=Script([...turns...]) "
+                "(from fake_providers import Script, call, say)."
+            )
+        if self.model is not None and not models:
+            raise CrashpointsError(
+                "model= gives a script, but 'model' is not one of the marker's providers; add "
+                "it: providers=['model', ...]."
+            )
+        if models and self.model is None:
+            raise CrashpointsError(
+                "the marker names the 'model' provider but no script says what it answers; pass "
+                "model=Script([...]) to crashpoints.run (from fake_providers import Script, "
+                "call, say)."
+            )
+        if self.setup is not None and not callable(self.setup):
+            raise CrashpointsError(f"setup={self.setup!r} is not a function of the context.")
         for index, message in enumerate(self.messages):
             task = message.get("task_id") if isinstance(message, Mapping) else None
             if not isinstance(task, str) or not task:

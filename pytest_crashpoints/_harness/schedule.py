@@ -20,9 +20,10 @@ step                   what the harness does
                        ``calls`` calls (``None``: until the quiet phase lifts it)
 ``LoseResponse``       the provider applies its ``nth`` write from now on, and its answer is
                        lost: the client sees a reset connection, a timeout or a 502 (the
-                       worker lives on)
+                       worker lives on); a model makes its ``nth`` answer, which is lost
 ``Refuse``             the provider refuses its ``nth`` write from now on before applying
-                       anything: a 500, a 429 with ``Retry-After``, or a timeout
+                       anything: a 500, a 429 with ``Retry-After``, or a timeout (a model:
+                       its ``nth`` call, before answering)
 ``SearchLag``          the provider's searches lag ``seconds`` behind its writes from now on
 ``Recover``            run recovery in a fresh subprocess, killed at ``kill`` if given;
                        ``racing``: two recoveries at once, free or with the first waiting at
@@ -89,6 +90,14 @@ LEASE_WAIT = 120.0
 LAG_THAT_MATTERS = 2 * LEASE_WAIT + 1
 #: The labels of the coverage table for the kinds of fault that are not a place in a worker.
 COVERAGE_KINDS = ("D", "E", "F", "lost response", "refused", "search lag", "racing recovery")
+
+
+def _is_model(provider: str) -> bool:
+    """Whether ``provider`` is a model (its faults act on its answers, not on writes)."""
+    from fake_providers import PROVIDERS
+
+    found = PROVIDERS.get(provider)
+    return found is not None and found.is_model
 
 
 def _ordinal(n: int) -> str:
@@ -209,6 +218,11 @@ class LoseResponse:
 
     def __str__(self) -> str:
         seen = {"reset": "a reset connection", "timeout": "a timeout", "502": "a 502"}
+        if _is_model(self.provider):
+            return (
+                f"{self.provider} makes its {_ordinal(self.nth)} answer from now on and the "
+                f"answer is lost ({seen[self.variant]})"
+            )
         return (
             f"{self.provider} applies its {_ordinal(self.nth)} write from now on and the "
             f"answer is lost ({seen[self.variant]})"
@@ -229,6 +243,11 @@ class Refuse:
 
     def __str__(self) -> str:
         how = {"500": "a 500", "429": "a 429 with Retry-After", "timeout": "a timeout"}
+        if _is_model(self.provider):
+            return (
+                f"{self.provider} refuses its {_ordinal(self.nth)} call from now on before "
+                f"answering ({how[self.variant]})"
+            )
         return (
             f"{self.provider} refuses its {_ordinal(self.nth)} write from now on before "
             f"applying anything ({how[self.variant]})"

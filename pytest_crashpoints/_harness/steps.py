@@ -65,11 +65,13 @@ def _enter(env: CaseEnv, worker_id: str, task_id: str | None) -> Context:
     ctx = Context(env, worker_id, task_id=task_id)
     if env.urls:
         os.environ.update(ctx.sdk_env())
-        addresses = []
-        for _, url in env.urls:
+        addresses: list[tuple[str, int]] = []
+        models: list[tuple[str, int]] = []  # a model's POSTs only ask: no automatic A
+        for name, url in env.urls:
             parts = urllib.parse.urlsplit(url)
-            addresses.append((parts.hostname or "127.0.0.1", parts.port or 80))
-        install_wire_hooks(addresses)
+            where = models if env.spec(name).is_model else addresses
+            where.append((parts.hostname or "127.0.0.1", parts.port or 80))
+        install_wire_hooks(addresses, reads=models)
     install_commit_hooks(exclude=[env.run_dir.journals, env.authority_path])
     return ctx
 

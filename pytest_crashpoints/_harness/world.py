@@ -22,7 +22,7 @@ from .scenario import Scenario
 if TYPE_CHECKING:
     import httpx
 
-    from fake_providers import Provider
+    from fake_providers import ModelCall, Provider
 
     from .._ledger.views import LedgerView
     from .._process.clock import HarnessClock
@@ -52,6 +52,9 @@ class World:
             spec.name: make_provider(env, spec, self.clock) for spec in env.providers
         }
         self.store: AuthorityStore = AuthorityStore(env.authority_path, clock=self.clock.now)
+        for provider in self.providers.values():
+            if provider.is_model:
+                provider.script = scenario.model  # type: ignore[attr-defined]
         self._servers = contextlib.ExitStack()
         try:
             if fresh:
@@ -64,6 +67,12 @@ class World:
             self._servers.close()
             raise
         self.ctx = Context(self.env, "harness")
+        if fresh and scenario.setup is not None:
+            try:
+                scenario.setup(self.ctx)
+            except BaseException:
+                self.close()
+                raise
 
     def close(self) -> None:
         self.ctx.close()
@@ -178,10 +187,16 @@ class World:
             if change.authority is not None
         }
         out = []
+        monotonic: list[int] = []
         for spec in self.env.providers:
-            journal = self.providers[spec.name].journal
+            provider = self.providers[spec.name]
+            journal = provider.journal
+            notes = provider.notes()
             bodies = {effect.request_id: effect.body for effect in journal.effects()}
             for record in journal.requests():
+                note = notes.get(record.request_id)
+                if provider.is_model and record.fault:
+                    note = f"{note or 'no answer'} [{_FAULTS.get(record.fault, record.fault)}]"
                 process, authority = None, None
                 if record.label:
                     process, _, fingerprint = record.label.rpartition(".")
@@ -209,10 +224,15 @@ class World:
                         task_id=task,
                         authority=authority,
                         aliases=tuple(record.aliases),
+                        note=note,
                         body=bodies.get(record.request_id) if record.effect_applied else None,
                     )
                 )
-        return out
+                monotonic.append(record.mono_ns or 0)
+        # In the order they happened: by harness time, then by the machine's clock (within a
+        # harness second, requests to several providers of one process).
+        order = sorted(range(len(out)), key=lambda i: (out[i].at, monotonic[i]))
+        return [out[i] for i in order]
 
     def state_lines(self) -> list[str]:
         """The final state without volatile ids: what two runs of a schedule must share."""
@@ -246,6 +266,14 @@ class World:
                 )
         return lines
 
+    def model_calls(self) -> list[ModelCall]:
+        """Every answer the case's models made (or could not make), in order."""
+        calls: list[ModelCall] = []
+        for provider in self.providers.values():
+            if provider.is_model:
+                calls += provider.calls()  # type: ignore[attr-defined]
+        return sorted(calls, key=lambda c: (c.time, c.seq))
+
     def authority_history(self) -> list[AuthorityChange]:
         return self.store.changes()
 
@@ -271,10 +299,12 @@ _NO_LEDGER = _NoLedger()
 def _preamble(request: httpx.Request, response: httpx.Response) -> bytes:
     """What the case's server tells a worker process before its response: hit B (a write the
     provider accepted and applied, or replayed) and count C (the response arrived; the kill,
-    if any, comes at the worker's next fail point). Only processes of the case, which hook
-    their sockets, get it; the harness's own requests do not."""
-    from fake_providers import ResponseInfo
+    if any, comes at the worker's next fail point); before a model's answer that calls a
+    tool, hit ``model.tool_call``. Only processes of the case, which hook their sockets, get
+    it; the harness's own requests do not."""
+    from fake_providers import PROVIDERS, ResponseInfo
 
+    from .._inject.failpoints import MODEL_POINT
     from .._inject.wire import encode_preamble
 
     info = response.extensions.get("crashpoints")
@@ -283,6 +313,15 @@ def _preamble(request: httpx.Request, response: httpx.Response) -> bytes:
     process = info.label.rpartition(".")[0]
     if not process or process == "harness":
         return b""
+    context: dict[str, object] = {}
+    model = PROVIDERS.get(info.provider)
+    if model is not None and model.is_model:
+        # A model's answer is no provider's outcome (no C): the agent's point is the moment
+        # it holds the model's choice of a tool, before anything of it is recorded.
+        if not info.tool_calls:
+            return b""
+        context = {"provider": info.provider, "tools": ",".join(info.tool_calls)}
+        return encode_preamble([MODEL_POINT], {"source": "server", **context})
     points = ["B", "C"] if info.kind == "write" and info.status < 400 else ["C"]
     context = {
         "source": "server",
@@ -294,6 +333,17 @@ def _preamble(request: httpx.Request, response: httpx.Response) -> bytes:
         "idempotency_key": info.idempotency_key,
     }
     return encode_preamble(points, context)
+
+
+#: How a fault the provider's journal names reads in a timeline.
+_FAULTS = {
+    "response_lost": "answer lost: reset",
+    "response_lost:timeout": "answer lost: timeout",
+    "response_lost:502": "answer lost: 502",
+    "write_timeout": "timed out before answering",
+    "server_error": "refused: 5xx",
+    "rate_limit": "refused: 429",
+}
 
 
 def authority_text(authority: Authority | None) -> str:

@@ -71,6 +71,9 @@ Points the harness can place without any user code, inside its worker processes 
 ``"B"``, ``"C"`` at the wire
     When the provider's answer arrives on the socket, before the client reads any of it, with the
     context the harness's loopback server sends.
+``"model.tool_call"`` (:data:`MODEL_POINT`) at the wire
+    When a model's answer that calls a tool arrives, before the client reads any of it: the
+    model chose a tool call, and nothing of it is recorded or dispatched yet.
 
 Any other name is yours (recovery uses its own). :func:`crashpoint_context` adds context to
 every call made inside it (the reference wrapper sets ``tool=...`` around ``dispatch`` so that
@@ -94,6 +97,7 @@ from ..errors import HarnessUsageError
 __all__ = [
     "COMMIT_POINTS",
     "CRASH_POINTS",
+    "MODEL_POINT",
     "Action",
     "Count",
     "EVERY_POINT",
@@ -117,6 +121,10 @@ COMMIT_POINTS = ("db.commit", "db.committed")
 
 #: The point name of a fault that matches a call of any name.
 EVERY_POINT = "*"
+
+#: The point the wire fires when a model's answer that calls a tool reaches the process: the
+#: model chose, and nothing of its choice is recorded yet (``wire.py``).
+MODEL_POINT = "model.tool_call"
 
 # The most hits a worker keeps in its trace; a worker in a loop must not exhaust memory.
 _TRACE_LIMIT = 100_000

@@ -20,8 +20,13 @@ as the end of the connection): it reads on, and a non-blocking socket raises
 after a request was sent (and the first bytes of the connection); an HTTP response never
 begins with ``b"\\x00"``, so a response without a preamble passes untouched.
 
+**The model's point.** A preamble may also carry ``"model.tool_call"`` (``MODEL_POINT``): the
+server of a model writes it before an answer that calls a tool, and it fires at once, like B:
+the process holds the model's choice and nothing of it is recorded or dispatched yet.
+
 **Automatic A.** When the first bytes of a request (its request line) are about to be sent and
-the method is POST, PUT, PATCH or DELETE, ``crashpoint("A", source="auto", method=...,
+the method is POST, PUT, PATCH or DELETE, to an address not installed as ``reads`` (a model,
+whose POSTs only ask), ``crashpoint("A", source="auto", method=...,
 path=...)`` fires before anything is sent, but only if this process made a durable commit
 (``commits.py``) since its last write request to a provider (reads in between, such as an
 "is it done already?", do not count) and did not call ``crashpoint("A")`` itself since then
@@ -67,6 +72,7 @@ from typing import Any
 
 from ..errors import HarnessError, HarnessUsageError
 from .failpoints import (
+    MODEL_POINT,
     automatic_crashpoint,
     crashpoint,
     crashpoint_deferred,
@@ -81,7 +87,7 @@ MARKER = b"\x00CRASHPOINTS "
 # A preamble longer than this is a broken server, not a slow one.
 _PREAMBLE_LIMIT = 64 * 1024
 
-_WIRE_POINTS = ("B", "C")
+_WIRE_POINTS = ("B", "C", MODEL_POINT)
 # How many of a request's first bytes are read for its request line.
 _HEAD = 1024
 _WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -91,17 +97,17 @@ _REQUEST_LINE = re.compile(rb"([A-Z]+) ([^ ?\r\n]*)")
 def encode_preamble(points: Sequence[str], context: Mapping[str, object]) -> bytes:
     """The preamble line a loopback server writes before a response.
 
-    ``points`` is a subset of ``("B", "C")`` in that order; ``context`` a flat mapping of
-    string keys to JSON scalars (``None``, ``bool``, ``int``, ``float``, ``str``). Raises
-    :class:`HarnessUsageError` for anything else.
+    ``points`` is a subset of ``("B", "C", "model.tool_call")`` in that order; ``context`` a
+    flat mapping of string keys to JSON scalars (``None``, ``bool``, ``int``, ``float``,
+    ``str``). Raises :class:`HarnessUsageError` for anything else.
     """
     chosen = list(points)
     if any(point not in _WIRE_POINTS for point in chosen) or chosen != [
         point for point in _WIRE_POINTS if point in chosen
     ]:
         raise HarnessUsageError(
-            f"preamble points {chosen!r} are not a subset of ['B', 'C'] in that order; the wire "
-            "can fire only B and C."
+            f"preamble points {chosen!r} are not a subset of {list(_WIRE_POINTS)!r} in that "
+            "order; the wire can fire only those."
         )
     plain = dict(context)
     for key, value in plain.items():
@@ -135,7 +141,7 @@ def decode_preamble(line: bytes) -> tuple[tuple[str, ...], dict[str, object]]:
         ) from exc
     if not set(points) <= set(_WIRE_POINTS) or not all(isinstance(k, str) for k in context):
         raise HarnessError(
-            f"the crashpoints preamble {line[:200]!r} names points other than B and C or has "
+            f"the crashpoints preamble {line[:200]!r} names points the wire cannot fire or has "
             "a context that is not a flat object; write it with encode_preamble()."
         )
     return points, context
@@ -144,10 +150,12 @@ def decode_preamble(line: bytes) -> tuple[tuple[str, ...], dict[str, object]]:
 class _Connection:
     """The state of one hooked connection."""
 
-    __slots__ = ("preamble", "ref", "request_start", "response_start")
+    __slots__ = ("preamble", "reads", "ref", "request_start", "response_start")
 
-    def __init__(self, ref: weakref.ref[socket.socket]) -> None:
+    def __init__(self, ref: weakref.ref[socket.socket], *, reads: bool = False) -> None:
         self.ref = ref
+        # Every request to this address is a read, whatever its method (a model's POST).
+        self.reads = reads
         # The next bytes sent begin a request; the next bytes received begin a response.
         self.request_start = True
         self.response_start = True
@@ -156,6 +164,7 @@ class _Connection:
 
 
 _addresses: set[tuple[str, int]] = set()
+_reads: set[tuple[str, int]] = set()
 _connections: dict[int, _Connection] = {}
 _original: dict[str, Any] = {}
 
@@ -192,9 +201,10 @@ def _forget(key: int, ref: weakref.ref[socket.socket]) -> None:
 
 def _track(sock: socket.socket, address: object) -> None:
     key = id(sock)
-    if _key(address) in _addresses and sock.family in (socket.AF_INET, socket.AF_INET6):
+    where = _key(address)
+    if where in _addresses and sock.family in (socket.AF_INET, socket.AF_INET6):
         ref = weakref.ref(sock, lambda ref: _forget(key, ref))
-        _connections[key] = _Connection(ref)
+        _connections[key] = _Connection(ref, reads=where in _reads)
     elif _state(sock) is not None:
         del _connections[key]
 
@@ -223,7 +233,7 @@ def _sending(state: _Connection, head: bytes) -> None:
     if request is not None:
         method = request.group(1).decode("ascii")
         activity = since_last_request
-        if method in _WRITE_METHODS:
+        if method in _WRITE_METHODS and not state.reads:
             if activity.committed and not activity.marked_a:
                 automatic_crashpoint(
                     "A", source="auto", method=method, path=request.group(2).decode("latin-1")
@@ -303,10 +313,10 @@ def _receive(
         state.request_start = True
         points, context = decode_preamble(line)
         for point in points:
-            if point == "B":
-                crashpoint("B", **context)
-            else:
+            if point == "C":
                 crashpoint_deferred("C", **context)
+            else:
+                crashpoint(point, **context)
         if rest:
             return rest
         # The preamble was all there was: read on (a non-blocking socket raises
@@ -372,14 +382,30 @@ _PATCHES: dict[str, Callable[..., Any]] = {
 }
 
 
-def install_wire_hooks(addresses: Collection[tuple[str, int]]) -> None:
+def install_wire_hooks(
+    addresses: Collection[tuple[str, int]], *, reads: Collection[tuple[str, int]] = ()
+) -> None:
     """Hook this process's connections to ``addresses`` (see the module docstring).
 
     ``addresses`` are ``(host, port)`` pairs of loopback HTTP servers that write preambles. A
-    host name is also matched by the addresses it resolves to. Idempotent: a second call adds
-    addresses. Only connections made after the call are hooked. Raises
-    :class:`HarnessUsageError` for an address that is not a ``(host, port)`` pair.
+    host name is also matched by the addresses it resolves to. ``reads`` (hooked too) are
+    servers every request to which is a read, whatever its method (a model: its POSTs ask, and
+    change nothing): no automatic A before them, and they do not end "since the last write
+    request". Idempotent: a second call adds addresses. Only connections made after the call
+    are hooked. Raises :class:`HarnessUsageError` for an address that is not a ``(host,
+    port)`` pair.
     """
+    hooked, only_reads = _resolved(addresses), _resolved(reads)
+    _addresses.update(hooked | only_reads)
+    _reads.update(only_reads)
+    if _original:
+        return
+    for name, hook in _PATCHES.items():
+        _original[name] = getattr(socket.socket, name)
+        setattr(socket.socket, name, hook)
+
+
+def _resolved(addresses: Collection[tuple[str, int]]) -> set[tuple[str, int]]:
     keys = set()
     for address in addresses:
         key = _key(address)
@@ -394,9 +420,4 @@ def install_wire_hooks(addresses: Collection[tuple[str, int]]) -> None:
         except OSError:
             continue
         keys.update(k for info in infos if (k := _key(info[4])) is not None)
-    _addresses.update(keys)
-    if _original:
-        return
-    for name, hook in _PATCHES.items():
-        _original[name] = getattr(socket.socket, name)
-        setattr(socket.socket, name, hook)
+    return keys

@@ -25,6 +25,8 @@ from .._ledger.authority import Authority
 from .marker import CrashMarker
 
 if TYPE_CHECKING:
+    from fake_providers import Script
+
     from .._harness.context import Context, ProviderSpec
     from .._harness.explore import CrashSettings
     from .._harness.invariants import Invariant
@@ -124,6 +126,8 @@ class CrashpointsFixture:
         transport_points: Sequence[str] = (),
         reference_messages: Sequence[Mapping[str, Any]] | None = None,
         invariants: Sequence[Invariant] = (),
+        model: Script | None = None,
+        setup: Callable[[Context], object] | None = None,
     ) -> ExplorationReport:
         """Explore crash schedules of ``worker`` on ``messages``; fail the test on a violation.
 
@@ -142,6 +146,10 @@ class CrashpointsFixture:
         ``invariants`` are invariants of your own (functions of the case's evidence that
         return the violations they find), checked after the six on every case, as are those
         of the ``pytest_crashpoints_invariants`` hook.
+        ``model`` is the :class:`fake_providers.Script` the ``model`` provider answers from
+        (required when the marker names it). ``setup(ctx)`` runs in the harness before each
+        case, as the harness: it creates what the agent's tools expect to find at the
+        providers (the charge a support agent refunds); its requests are not the agent's.
 
         Returns the report when every schedule passed (or, with ``expect=``, when the
         expected violation was caught).
@@ -177,6 +185,8 @@ class CrashpointsFixture:
                 timeout=self.marker.timeout or self.options.timeout,
                 start_method=self.marker.start_method,  # type: ignore[arg-type]
                 invariants=(*self.hooked_invariants, *invariants),
+                model=model,
+                setup=setup,
             )
             named = {invariant_name(check) for check in scenario.invariants}
             unknown = [n for n in self.marker.expect if isinstance(n, str) and n not in named]

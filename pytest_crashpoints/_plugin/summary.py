@@ -51,6 +51,14 @@ def summary_lines(results: Iterable[Mapping[str, Any]], *, seed: int | None) -> 
         lines.append(f"faults injected (cases): {injected}")
     recovered = sum(int(r.get("recovered", 0)) for r in results)
     lines.append(f"cases with a kill that recovered cleanly: {recovered}")
+    models = [r.get("model") or {} for r in results]
+    calls = sum(int(m.get("calls", 0)) for m in models)
+    if calls:
+        again = sum(int(m.get("asked_again", 0)) for m in models)
+        lines.append(
+            f"model answers: {calls}, {again} of them to a question asked again (after a "
+            "crash or a lost answer)"
+        )
     if violations:
         ordered = sorted(violations.items(), key=lambda item: invariant_key(item[0]))
         found = ", ".join(f"invariant {n}: {c} test(s)" for n, c in ordered)

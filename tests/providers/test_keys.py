@@ -220,7 +220,7 @@ def test_a_journal_of_another_schema_version_is_refused(
         conn.execute("UPDATE meta SET value='1' WHERE name='schema'")
     conn.close()
     with pytest.raises(ValueError, match="schema version 1, but this version of fake_providers "
-                                         "reads version 2"):
+                                         "reads version 3"):
         Payments(path, clock=clock)
     with pytest.raises(ValueError, match="journal of the 'payments' provider"):
         Email(path, clock=clock)

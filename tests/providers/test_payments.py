@@ -313,3 +313,50 @@ def test_in_flight_key_conflicts_until_its_owner_dies(payments: Provider, connec
     statuses = [r.status for r in payments.journal.requests(idempotency_key="f")]
     assert statuses == [409, 200, 200]
     assert json.loads(replay.content)["id"] == taken.json()["id"]
+
+
+def test_refunds_are_bounded_by_the_charge_and_replayed_by_key(
+    payments: Provider, connect: Connect
+) -> None:
+    client = connect(payments)
+    charge = client.post("/v1/charges", data={"amount": "5000", "currency": "eur"},
+                         headers=auth("payments-writer-a")).json()
+    refund = {"charge": charge["id"], "amount": "1500", "reason": "requested_by_customer"}
+    first = client.post("/v1/refunds", data=refund,
+                        headers=auth("payments-writer-a", **{"Idempotency-Key": "r-1"}))
+    assert first.status_code == 200 and first.json()["amount"] == 1500
+    again = client.post("/v1/refunds", data=refund,
+                        headers=auth("payments-writer-a", **{"Idempotency-Key": "r-1"}))
+    assert again.headers["Idempotent-Replayed"] == "true"
+    too_much = client.post("/v1/refunds", data={"charge": charge["id"], "amount": "4000"},
+                           headers=auth("payments-writer-a"))
+    assert (too_much.status_code, too_much.json()["error"]["code"]) == (400, "amount_too_large")
+    rest = client.post("/v1/refunds", data={"charge": charge["id"]},
+                       headers=auth("payments-writer-a"))
+    assert rest.json()["amount"] == 3500
+    done = client.post("/v1/refunds", data={"charge": charge["id"], "amount": "1"},
+                       headers=auth("payments-writer-a"))
+    assert done.json()["error"]["code"] == "charge_already_refunded"
+    missing = client.post("/v1/refunds", data={"charge": "ch_nope", "amount": "1"},
+                          headers=auth("payments-writer-a"))
+    assert (missing.status_code, missing.json()["error"]["code"]) == (404, "resource_missing")
+    shown = client.get(f"/v1/charges/{charge['id']}", headers=auth("payments-reader-a")).json()
+    assert (shown["amount_refunded"], shown["refunded"]) == (5000, True)
+    listed = client.get("/v1/refunds", params={"charge": charge["id"]},
+                        headers=auth("payments-reader-a")).json()["data"]
+    assert [r["amount"] for r in listed] == [3500, 1500]  # newest first
+    got = client.get(f"/v1/refunds/{first.json()['id']}", headers=auth("payments-reader-a"))
+    assert got.json() == first.json()
+    assert [e.operation for e in payments.journal.effects()] == [
+        "charges.create", "refunds.create", "refunds.create"]
+
+
+def test_a_refund_of_another_tenants_charge_is_not_found(
+    payments: Provider, connect: Connect
+) -> None:
+    client = connect(payments)
+    charge = client.post("/v1/charges", data={"amount": "500", "currency": "eur"},
+                         headers=auth("payments-writer-a")).json()
+    answer = client.post("/v1/refunds", data={"charge": charge["id"]},
+                         headers=auth("payments-writer-b"))
+    assert answer.status_code == 404

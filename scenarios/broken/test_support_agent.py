@@ -1,0 +1,71 @@
+"""The support agent (``../support_agent.py``, ``../support_graph.py``) with the three classic
+bugs of LLM agents put back, each caught from the providers' own journals:
+
+- the idempotency key is the id the model gave the tool call: the worker killed after the
+  refund left (B) is restarted, the model is asked again and names the call anew, and the
+  refund is made twice (invariant 1);
+- the key is made of the arguments the model chose, and the model asked again picks another
+  amount: a second refund (invariant 1);
+- the tools trust LangGraph's checkpoint to run them once: killed inside the tool node, the
+  graph runs the node again on restart and refunds twice (invariant 1).
+
+Their twins pass: ``../test_support_agent.py``.
+"""
+
+import functools
+
+import pytest
+
+pytest.importorskip("openai", reason="the openai SDK is an agents extra: pip install -e .[agents]")
+
+from scenarios.support_agent import (
+    TICKET,
+    create_charge,
+    handle_ticket,
+    recover,
+    support_script,
+)
+
+
+@pytest.mark.crashpoints(
+    points="B", providers=["model", "payments", "email"], mode="exhaustive", max_faults=1,
+    expect=1,
+)
+def test_key_from_the_model_call_id(crashpoints):
+    crashpoints.run(
+        worker=functools.partial(handle_ticket, key_from="call_id"),
+        recover=recover,
+        messages=[TICKET],
+        model=support_script(),
+        setup=create_charge,
+    )
+
+
+@pytest.mark.crashpoints(
+    points="B", providers=["model", "payments", "email"], mode="exhaustive", max_faults=1,
+    expect=1,
+)
+def test_another_amount_on_the_reask(crashpoints):
+    crashpoints.run(
+        worker=functools.partial(handle_ticket, key_from="arguments"),
+        recover=recover,
+        messages=[TICKET],
+        model=support_script(reask_amount=2000),
+        setup=create_charge,
+    )
+
+
+@pytest.mark.crashpoints(
+    points="B", providers=["model", "payments", "email"], mode="exhaustive", max_faults=1,
+    expect=1,
+)
+def test_framework_runs_the_tool_node_again(crashpoints):
+    pytest.importorskip("langgraph.checkpoint.sqlite", reason="an agents extra")
+    from scenarios.support_graph import handle_ticket as graph_ticket
+
+    crashpoints.run(
+        worker=functools.partial(graph_ticket, ledger=False),  # no ledger: nothing to recover
+        messages=[TICKET],
+        model=support_script(),
+        setup=create_charge,
+    )

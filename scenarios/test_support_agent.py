@@ -1,0 +1,62 @@
+"""The support agent: a scripted model reads a ticket and decides to refund a charge
+(payments) and to e-mail the customer (email). One refund and one e-mail whatever the crash:
+killed after the model chose a tool (``model.tool_call``: restarted, the model is asked again
+and picks another amount) or after an intent was recorded (A). Two forms of the agent:
+
+- ``support_agent.py``: the ``openai`` SDK's plain tool loop;
+- ``support_graph.py``: LangGraph, a ``ToolNode`` and a ``SqliteSaver`` checkpointer.
+
+Both record each tool call in the reference ledger under a key derived from the ticket before
+it leaves. Their broken variants are in ``broken/test_support_agent.py``; the suite runs both
+under every kill at B and every lost answer too (``tests/acceptance/test_llm_agents.py``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+pytest.importorskip("openai", reason="the openai SDK is an agents extra: pip install -e .[agents]")
+
+from scenarios.support_agent import (
+    TICKET,
+    create_charge,
+    handle_ticket,
+    recover,
+    support_script,
+)
+
+if TYPE_CHECKING:
+    from pytest_crashpoints import CrashpointsFixture
+
+
+@pytest.mark.crashpoints(
+    points=["model.tool_call"], providers=["model", "payments", "email"],
+    mode="exhaustive", max_faults=1,
+)
+def test_one_refund_and_one_email(crashpoints: CrashpointsFixture) -> None:
+    crashpoints.run(
+        worker=handle_ticket,
+        recover=recover,
+        messages=[TICKET],
+        model=support_script(reask_amount=2000),
+        setup=create_charge,
+    )
+
+
+@pytest.mark.crashpoints(
+    points=["model.tool_call"], providers=["model", "payments", "email"],
+    mode="exhaustive", max_faults=1,
+)
+def test_the_graph_runs_each_tool_once(crashpoints: CrashpointsFixture) -> None:
+    pytest.importorskip("langgraph.checkpoint.sqlite", reason="an agents extra")
+    from scenarios.support_graph import handle_ticket as graph_ticket
+
+    crashpoints.run(
+        worker=graph_ticket,
+        recover=recover,
+        messages=[TICKET],
+        model=support_script(reask_amount=2000),
+        setup=create_charge,
+    )
