@@ -14,7 +14,7 @@ from .._harness.context import ProviderSpec
 from .._harness.invariants import invariant_key
 from .._inject.failpoints import CRASH_POINTS
 from ..errors import CrashpointsError
-from .options import MODES, START_METHODS
+from .options import ENGINES, MODES, START_METHODS
 
 __all__ = ["CrashMarker", "parse_marker"]
 
@@ -32,6 +32,9 @@ class CrashMarker:
     start_method: str = "fork"
     strict_coverage: bool | None = None
     expect: tuple[int | str, ...] = ()
+    #: ``"processes"`` for a worker whose durable state lives outside the run directory (a
+    #: broker, a database server): the states engine only snapshots files there.
+    engine: str | None = None
 
 
 def _points(value: object) -> tuple[str, ...]:
@@ -146,6 +149,12 @@ def parse_marker(args: tuple[Any, ...], kwargs: dict[str, Any]) -> CrashMarker:
         or not (timeout > 0 and math.isfinite(timeout))
     ):
         raise CrashpointsError(f"timeout={timeout!r} is not a positive, finite number of seconds")
+    engine = kwargs.get("engine")
+    if engine is not None and engine not in ENGINES:
+        raise CrashpointsError(
+            f"engine={engine!r} is not one of {', '.join(ENGINES)}; use engine='processes' "
+            "when the worker keeps durable state outside the case's run directory"
+        )
     strict = kwargs.get("strict_coverage")
     if strict is not None and not isinstance(strict, bool):
         raise CrashpointsError(f"strict_coverage={strict!r} is not True or False")
@@ -159,4 +168,5 @@ def parse_marker(args: tuple[Any, ...], kwargs: dict[str, Any]) -> CrashMarker:
         start_method=start_method,
         strict_coverage=strict,
         expect=_expect(kwargs.get("expect")),
+        engine=engine,
     )

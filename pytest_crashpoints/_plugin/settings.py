@@ -34,5 +34,5 @@ def resolve(marker: CrashMarker, options: SessionOptions, *, seed: int | None) -
             options.strict_coverage if marker.strict_coverage is None else marker.strict_coverage
         ),
         replay=options.replay,
-        engine=options.engine,  # type: ignore[arg-type]
+        engine=marker.engine or options.engine,  # type: ignore[arg-type]
     )

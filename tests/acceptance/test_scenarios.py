@@ -185,3 +185,50 @@ def test_node_mailer_scenario_is_caught_at_b_and_its_fix_passes(pytester: pytest
     assert broken["verdict"] == "caught"
     assert broken["failure"]["schedule_text"] == "deliver message 0, kill at B (hit 1)"
     assert 1 in broken["failure"]["invariants"] and broken["failure"]["deterministic"]
+
+
+CELERY_SCENARIO = SCENARIOS / "celery_worker" / "test_celery_mailer.py"
+
+
+def test_celery_worker_redelivered_by_its_broker_is_caught_and_its_fix_passes(
+    pytester: pytest.Pytester,
+) -> None:
+    """The bundled Celery scenario: the broker's own redelivery after a real kill shows in the
+    timeline; the task that is not idempotent is caught by invariant 1 with a kill at B, the
+    one that parks a half-done job passes, on the processes engine its marker asks for."""
+    import importlib.util
+    import shutil
+
+    missing = [
+        what
+        for what, ok in [
+            ("redis-server (apt-get install redis-server)", shutil.which("redis-server")),
+            ("celery (pip install 'celery[redis]')", importlib.util.find_spec("celery")),
+        ]
+        if not ok
+    ]
+    if missing:
+        pytest.skip(f"the Celery scenario cannot run without {', '.join(missing)}")
+    report = pytester.path / "crashpoints.json"
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "crashpoints",
+        "-p",
+        "no:randomly",
+        "-o",
+        f"cache_dir={pytester.path / '.cache'}",
+        f"--crashpoints-report={report}",
+        "--crashpoints-engine=states",
+        str(CELERY_SCENARIO),
+    )
+    result.assert_outcomes(passed=2)
+    tests = {t["nodeid"].rsplit("::", 1)[1]: t for t in json.loads(report.read_text())["tests"]}
+    fixed = tests["test_a_task_that_parks_a_half_done_job_survives_redelivery"]
+    assert fixed["verdict"] == "passed" and fixed["coverage"]["B"]["killed"]
+    assert fixed["engine"]["name"] == "processes"
+    broken = tests["test_a_task_that_is_not_idempotent_mails_twice_on_redelivery"]
+    assert broken["verdict"] == "caught"
+    assert broken["failure"]["schedule_text"] == "deliver message 0, kill at B (hit 1)"
+    assert broken["failure"]["invariants"] == [1]
+    assert "worker-2 stdout: celery task" in broken["failure"]["timeline"]
+    assert "job job-7 redelivered by the broker" in broken["failure"]["timeline"]

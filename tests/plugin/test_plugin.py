@@ -216,6 +216,7 @@ def test_verdicts_agree_under_xdist_and_the_summary_aggregates(pytester: pytest.
         ('providers=["email"], colour="red"', "unknown keyword(s) colour"),
         ('providers=["email"], timeout=float("inf")', "timeout=inf is not a positive, finite"),
         ('providers=["email"], timeout=float("nan")', "timeout=nan is not a positive, finite"),
+        ('providers=["email"], engine="fast"', "engine='fast' is not one of states, processes"),
     ],
 )
 def test_bad_marker_arguments_give_one_clear_error(
@@ -605,3 +606,23 @@ def test_slow(crashpoints):
         ["crashpoints: timeout: worker-1 timed out after *s (timeout 0.5s)*"]
     )
     assert "0 violation(s) of invariant(s) none" not in result.stdout.str()
+
+
+def test_the_marker_engine_wins_over_the_session_option(pytester: pytest.Pytester) -> None:
+    """A worker whose durable state lives in a server asks for the processes engine; the
+    session's ``--crashpoints-engine`` does not override it, and the others still follow it."""
+    pytester.makepyfile(
+        SCENARIO
+        + GOOD.replace("{mode}", "exhaustive").replace(
+            'max_examples=3)', 'max_examples=3, engine="processes")'
+        )
+        + GOOD.replace("{mode}", "exhaustive").replace("test_good", "test_default")
+    )
+    report = pytester.path / "report.json"
+    result = run(pytester, "--crashpoints-engine=compare", f"--crashpoints-report={report}")
+    result.assert_outcomes(passed=2)
+    engines = {
+        t["nodeid"].rsplit("::", 1)[1]: t["engine"]["name"]
+        for t in json.loads(report.read_text())["tests"]
+    }
+    assert engines == {"test_good": "processes", "test_default": "compare"}

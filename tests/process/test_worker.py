@@ -349,6 +349,9 @@ def test_sigint_to_the_parent_leaves_no_worker(
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
+        # Ctrl-C's default: a shell's background job (`make test &`) ignores SIGINT, and
+        # Python then never installs its KeyboardInterrupt handler in the child.
+        preexec_fn=_default_sigint,
     )
     try:
         worker_pid = _read_worker_pid(proc, timeout=30)
@@ -362,6 +365,10 @@ def test_sigint_to_the_parent_leaves_no_worker(
         proc.wait()
         assert proc.stdout is not None
         proc.stdout.close()
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _read_to_eof(proc: subprocess.Popen[bytes], *, timeout: float) -> bytes:

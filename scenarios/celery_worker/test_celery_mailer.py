@@ -1,0 +1,114 @@
+"""A Celery worker, crash-tested as a command (``mailer.py``): the harness starts the worker
+for a job, kills it with a real ``SIGKILL`` mid-task (at B, at the relay in front of the email
+provider: the mail is sent and the task has not seen the answer), and starts it again, as your
+supervisor would; the task runs again because the broker (Redis, ``acks_late``) redelivers it,
+not because the harness says so. The timeline shows the worker's own line: ``redelivered by
+the broker``.
+
+The task that sends, then marks its row sent is not idempotent: redelivered after a kill at
+B, it sends the mail again, caught by invariant 1 from the email provider's own journal. The
+task that parks a job it finds half done passes every kill and every lost answer.
+
+The broker's state lives in ``redis-server``, outside the case's run directory: these tests
+run on the processes engine (every schedule from scratch, every kill real). Skipped where
+``redis-server`` or Celery is missing (CI installs both).
+"""
+
+import contextlib
+import importlib.util
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_crashpoints import SQLiteLedgerView, State
+
+REDIS = shutil.which("redis-server")
+MISSING = [
+    what
+    for what, ok in [
+        ("redis-server (apt-get install redis-server)", REDIS is not None),
+        ("celery[redis] (pip install 'celery[redis]')", importlib.util.find_spec("celery")),
+        ("redis (pip install redis)", importlib.util.find_spec("redis")),
+    ]
+    if not ok
+]
+pytestmark = pytest.mark.skipif(
+    bool(MISSING), reason=f"the Celery scenario needs {', '.join(MISSING)}"
+)
+
+MAILER = str(Path(__file__).with_name("mailer.py"))
+JOB = {"task_id": "job-7", "recipient": "ada@example.com", "body": "Invoice 7: 120 EUR"}
+STATES = {"pending": State.DISPATCHED, "sent": State.OUTCOME_CONFIRMED}
+STATES["review"] = State.MANUAL_REVIEW
+
+
+@pytest.fixture
+def broker() -> Iterator[str]:
+    """A private ``redis-server`` on a Unix socket for one test, stopped and reaped after."""
+    assert REDIS is not None
+    with tempfile.TemporaryDirectory(prefix="crashpoints-redis-") as folder:
+        socket = Path(folder) / "redis.sock"
+        argv = [REDIS, "--port", "0", "--unixsocket", str(socket), "--unixsocketperm", "700"]
+        argv += ["--save", "", "--appendonly", "no", "--dir", folder]
+        server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 10.0
+            while not socket.exists():
+                if server.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"redis-server did not start ({' '.join(argv)})")
+                time.sleep(0.01)
+            yield f"redis+socket://{socket}"
+        finally:
+            server.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                server.wait(timeout=10)
+            if server.poll() is None:
+                server.kill()
+                server.wait(timeout=10)
+
+
+def jobs(ctx):
+    columns = {"attempt_id": "id", "state": "status"}
+    return SQLiteLedgerView(ctx.env.path / "jobs.db", table="jobs", columns=columns, states=STATES)
+
+
+@pytest.mark.crashpoints(
+    points="B",
+    providers=["email"],
+    mode="exhaustive",
+    timeout=60,
+    engine="processes",
+    strict_coverage=False,
+)
+def test_a_task_that_parks_a_half_done_job_survives_redelivery(crashpoints, broker):
+    report = crashpoints.run(
+        command=[sys.executable, MAILER, "parks-the-ambiguous", broker],
+        messages=[JOB],
+        ledger_view=jobs,
+    )
+    assert report.killed["B"]
+
+
+@pytest.mark.crashpoints(
+    points="B",
+    providers=["email"],
+    mode="exhaustive",
+    timeout=60,
+    engine="processes",
+    strict_coverage=False,
+    expect=1,
+)
+def test_a_task_that_is_not_idempotent_mails_twice_on_redelivery(crashpoints, broker):
+    report = crashpoints.run(
+        command=[sys.executable, MAILER, "sends-then-marks", broker],
+        messages=[JOB],
+        ledger_view=jobs,
+    )
+    assert str(report.failure.schedule) == "deliver message 0, kill at B (hit 1)"
+    assert "redelivered by the broker" in report.failure.timeline
