@@ -308,8 +308,7 @@ def _dropped_work(evidence: Evidence) -> list[Violation]:
         accounted = [
             a
             for a in settled
-            if not (evidence.reads("task_id") and expected.task_id)
-            or a.task_id == expected.task_id
+            if not (evidence.reads("task_id") and expected.task_id) or a.task_id == expected.task_id
         ]
         if accounted:
             continue
@@ -344,6 +343,16 @@ def check_operator_visibility(evidence: Evidence) -> list[Violation]:
     # A provider names a request by its request id or by the id of what it created, in any
     # form its API shows.
     issued = {name for r in evidence.requests for name in r.identifiers}
+    # What names an effect: a request that applied one, or a replay of it (the same key at
+    # the same provider), by its request id or what it created. A read's own request id
+    # names the read: a row CONFIRMED by a lookup stores what the lookup found, not that.
+    keys = {(r.provider, r.operation_key) for r in evidence.requests if r.effect_applied}
+    effects = {
+        name
+        for r in evidence.requests
+        if r.effect_applied or (r.operation_key and (r.provider, r.operation_key) in keys)
+        for name in r.identifiers
+    }
     args = evidence.reads("args_json") and evidence.reads("args_hash")
     request_ids = evidence.reads("provider_request_id")
     violations = []
@@ -362,11 +371,20 @@ def check_operator_visibility(evidence: Evidence) -> list[Violation]:
         if request_ids:
             if attempt.state is State.OUTCOME_CONFIRMED and not attempt.provider_request_id:
                 problems.append("CONFIRMED without a provider request id")
-            if attempt.provider_request_id and attempt.provider_request_id not in issued:
-                problems.append(
-                    f"request id {attempt.provider_request_id!r} was never issued by the "
-                    "provider"
-                )
+            stored = attempt.provider_request_id
+            if stored and stored not in issued:
+                problems.append(f"request id {stored!r} was never issued by the provider")
+            elif stored and attempt.state is State.OUTCOME_CONFIRMED and stored not in effects:
+                # Only a successful call that applied nothing: a read (a write refused or
+                # failed is invariant 2's "CONFIRMED but the provider has 0 effects").
+                named = [r for r in evidence.requests if stored in r.identifiers]
+                if all(200 <= r.status < 300 and not r.effect_applied for r in named):
+                    read = named[0]
+                    problems.append(
+                        f"CONFIRMED with request id {stored!r}, which names a read "
+                        f"({read.provider} {read.kind} by {read.sender}), not the effect: "
+                        "store the id of the write that made it, or of what it created"
+                    )
         if problems:
             violations.append(
                 Violation(
@@ -630,9 +648,7 @@ def check_invariants(checks: Sequence[object]) -> None:
             continue
 
 
-def check_own(
-    evidence: Evidence, checks: Iterable[Invariant]
-) -> tuple[list[Violation], list[str]]:
+def check_own(evidence: Evidence, checks: Iterable[Invariant]) -> tuple[list[Violation], list[str]]:
     """Run invariants of your own on ``evidence``: the violations they found (named for the
     invariant that found them), and a harness error line for each that raised."""
     found: list[Violation] = []

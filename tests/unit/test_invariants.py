@@ -295,6 +295,36 @@ def test_3_operator_visibility(changes: dict[str, object], fragment: str) -> Non
     assert fragment in violations[0].message
 
 
+def test_3_a_confirmed_row_must_name_the_effect_not_the_read_that_found_it() -> None:
+    lookup = request(
+        request_id="r-2",
+        at=2.0,
+        kind="messages.get",
+        operation_key=None,
+        status=200,
+        effect_applied=False,
+        process="recovery-2",
+        message=None,
+    )
+    stored_the_read = evidence(
+        attempts=(attempt(provider_request_id="r-2"),), requests=(request(), lookup)
+    )
+    [v] = fired(stored_the_read)
+    assert v.invariant == 3
+    assert "CONFIRMED with request id 'r-2', which names a read (email messages.get by " in (
+        v.message
+    )
+    # What the lookup found (the message it read) names the effect: accepted.
+    found = evidence(attempts=(attempt(provider_request_id="msg-1"),), requests=(request(), lookup))
+    assert fired(found) == []
+    # So does an idempotent replay of the write (the same key), by its own request id.
+    replay = request(request_id="r-3", at=2.0, effect_applied=False, status=200)
+    replayed = evidence(
+        attempts=(attempt(provider_request_id="r-3"),), requests=(request(), replay)
+    )
+    assert [v for v in fired(replayed) if v.invariant == 3] == []
+
+
 @pytest.mark.parametrize(
     ("changes", "fragment"),
     [
