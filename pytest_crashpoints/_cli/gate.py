@@ -103,6 +103,17 @@ def _conclude(
             print(f"crashpoints gate: error: {exc}", file=sys.stderr)
             return GATE_ERROR
     if document is None or not document["tests"]:
+        if interrupted and run.signal is None:
+            # pytest stopped itself: exit 2 without a signal is an error while collecting the
+            # tests or in pytest's arguments, which pytest printed above.
+            print(
+                f"crashpoints gate: error: pytest stopped (exit {status}) before any crash "
+                "test ran: an error while collecting the tests or in pytest's arguments (see "
+                "pytest's output above); the reports of the previous run were left as they "
+                "were.",
+                file=sys.stderr,
+            )
+            return status
         if interrupted:
             print(
                 f"crashpoints gate: interrupted (pytest exit {status}) before any crash test "

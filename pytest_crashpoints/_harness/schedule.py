@@ -592,13 +592,14 @@ def _apply(space: Space, faults: Sequence[tuple[Part, ...]]) -> Schedule | None:
         steps += ahead
         steps.append(deliver)
         # A fault that acts on what recovery will find (E, F) is followed by a recovery run
-        # under it, so it acts while the attempt is still in flight.
+        # under it, so it acts while the attempt is still in flight (when there is a recovery:
+        # without one, the redelivery of the quiet phase meets it).
         for step in extra:
             # Recovery only takes over work whose owner's lease ran out: let it run out first.
             if isinstance(step, Recover):
                 steps.append(Advance(LEASE_WAIT))
             steps.append(step)
-            if isinstance(step, ChangeAuthority | LookupTimeouts | SearchLag):
+            if isinstance(step, ChangeAuthority | LookupTimeouts | SearchLag) and space.recovers:
                 steps += [Advance(LEASE_WAIT), Recover()]
     return Schedule(tuple(steps))
 

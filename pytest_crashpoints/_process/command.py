@@ -138,7 +138,8 @@ def describe_exit(returncode: int) -> str:
 
 def tail(path: str | os.PathLike[str], lines: int) -> tuple[list[str], int]:
     """The last ``lines`` lines of the text file ``path`` and how many it has (``([], 0)``
-    for a missing or empty file). Reads at most its last 64 KiB."""
+    for a missing or empty file), leaving out traceback markers (``~~^^``). Reads at most its
+    last 64 KiB."""
     try:
         with open(path, "rb") as file:
             size = file.seek(0, os.SEEK_END)
@@ -151,4 +152,6 @@ def tail(path: str | os.PathLike[str], lines: int) -> tuple[list[str], int]:
         return [], 0
     every = text.split("\n")
     total = len(every) if size <= 65536 else Path(path).read_bytes().count(b"\n") + 1
-    return every[-lines:], total
+    # Python's traceback markers under a line (``~~~^^^``) say nothing on their own.
+    telling = [line for line in every if not line.strip() or line.strip(" \t~^")]
+    return telling[-lines:], total

@@ -122,6 +122,21 @@ def test_a_command_that_fails_is_a_worker_that_raised_with_its_stderr(tmp_path: 
     assert "worker-1 stderr: no such table: jobs" in result.timeline
 
 
+def test_a_python_traceback_is_shown_without_its_markers(tmp_path: Path):
+    failing = script(
+        tmp_path,
+        "fails.py",
+        f"#!{sys.executable}\nimport sys\njob = {{}}\nsys.stdin.read()\nprint(job['to'])\n",
+    )
+    result = run_case(
+        scenario(CommandWorker([failing])), Schedule((Deliver(0),)), base_dir=tmp_path
+    )
+    (error,) = result.errors[:1]
+    assert "its stderr ends: " in error and "KeyError: 'to'" in error
+    assert "^^" not in error and "~~" not in error
+    assert "^^" not in result.timeline
+
+
 def test_the_providers_lost_answer_is_lost_to_the_command_too(tmp_path: Path):
     mailer = scenario(CommandWorker([script(tmp_path, "mailer.sh", MAILER)]))
     clean = run_case(mailer, Schedule((Deliver(0),)), base_dir=tmp_path)

@@ -184,6 +184,17 @@ def test_gate_without_crash_tests_is_an_error(
     assert list(suite.parent.glob("crashpoints-*")) == []
 
 
+def test_a_collection_error_is_an_error_not_an_interruption(
+    suite: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    (suite / "test_broken_import.py").write_text("import no_such_module_here\n")
+    assert main(["gate", "crash"]) == 2
+    err = capfd.readouterr().err
+    assert "crashpoints gate: error: pytest stopped (exit 2) before any crash test ran: an " in err
+    assert "interrupted" not in err
+    assert list(suite.parent.glob("crashpoints-*")) == []
+
+
 def test_gate_without_paths_runs_what_pytest_collects_here(
     suite: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:

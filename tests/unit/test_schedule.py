@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
@@ -253,3 +254,14 @@ def test_without_a_recovery_no_fault_only_a_recovery_would_meet() -> None:
     assert [s for s in steps if isinstance(s, ChangeAuthority)]
     with_recovery = [step for s in _singles(TWO_CALLS) for step in s.steps]
     assert [s for s in with_recovery if isinstance(s, Recover) and s.racing]
+
+
+def test_without_a_recovery_no_schedule_runs_one() -> None:
+    """An agent with no recovery (a command without ``recover_command``, a worker without
+    ``recover``): its E schedules do not end in a recovery step that would do nothing."""
+    alone = dataclasses.replace(SPACE, recovers=False)
+    found = list(enumerate_schedules(alone, max_faults=2))
+    assert any(isinstance(step, ChangeAuthority) for s in found for step in s.steps)
+    assert not [s for s in found if any(isinstance(step, Recover) for step in s.steps)]
+    with_recovery = list(enumerate_schedules(SPACE, max_faults=1))
+    assert [s for s in with_recovery if any(isinstance(step, Recover) for step in s.steps)]
