@@ -109,7 +109,10 @@ class History:
             if order is None:
                 # No attempt anchors it (a model's turn, a request no row names): it comes
                 # before the next anchored request of its second (before that attempt's
-                # first transition of the second), else after everything of its second.
+                # first transition of the second); else before the next new attempt its
+                # process records in that second (a model's tool call becomes an intent,
+                # even when the process dies before it sends anything); else after
+                # everything of its second.
                 order = len(events) + seq
                 for later in range(seq + 1, len(requests)):
                     anchored = orders[later]
@@ -118,6 +121,31 @@ class History:
                     start = firsts.get((request.at, attempts[later] or ""), anchored)
                     order = min(start, anchored) - 0.5 + seq * 1e-6
                     break
+                else:
+                    floor = max(
+                        (
+                            placed_at
+                            for earlier, placed_at in enumerate(orders[:seq])
+                            if placed_at is not None
+                            and requests[earlier].at == request.at
+                            and requests[earlier].process == request.process
+                        ),
+                        default=-1.0,
+                    )
+                    intent = next(
+                        (
+                            index
+                            for index, event in enumerate(events)
+                            if index > floor
+                            and event.at == request.at
+                            and event.from_state is None
+                            and event.actor == request.process
+                        ),
+                        None,
+                    )
+                    if intent is not None:
+                        order = intent - 0.5 + seq * 1e-6
+                orders[seq] = order
             row = TimelineRow(request.at, request=request, attempt_id=attempts[seq])
             rows.append((request.at, 1, order, row))
         rows.sort(key=lambda row: (row[0], row[1], row[2]))

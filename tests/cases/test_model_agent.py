@@ -146,3 +146,21 @@ def test_the_failure_of_a_broken_variant_tells_the_models_turns(tmp_path: Path) 
     second = first("refunds.create", again)
     assert "amount=1500" in lines[turn] and "amount=2000" in lines[again]
     assert turn < refund < kill < again < second
+
+
+def test_a_turn_comes_before_the_intent_it_caused_even_when_nothing_was_sent(
+    tmp_path: Path,
+) -> None:
+    """Killed at A, nothing of the attempt reaches a provider, so no request anchors the
+    model's turn in its second: it still comes before the intent its tool call recorded."""
+    case = support_case()
+    golden = run_case(case, Schedule((Deliver(0),)), base_dir=tmp_path)
+    result = run_case(
+        case, Schedule((Deliver(0, kill=KillAt("A", 1)),)), base_dir=tmp_path,
+        expected=golden.expected_effects,
+    )
+    lines = result.timeline.splitlines()
+    turn = next(i for i, line in enumerate(lines) if "turn 0: refund_charge(" in line)
+    intent = next(i for i, line in enumerate(lines) if "(new) -> INTENT_RECORDED" in line)
+    kill = next(i for i, line in enumerate(lines) if "killed at A (hit 1)" in line)
+    assert turn < intent < kill, result.timeline
