@@ -141,8 +141,14 @@ def _session_seed(config: pytest.Config, options: SessionOptions) -> int:
                 "the pytest cache; run once without it, or pass a number."
             )
         return int(last)
+    replayed = _replay_seed(options)
     if isinstance(options.seed, int):
         seed = options.seed
+    elif replayed is not None:
+        # The printed replay command (pytest ... --crashpoints-replay=TOKEN) shows the seed
+        # of the run it came from, as `crashpoints replay TOKEN` does.
+        config.stash[seed_origin_key] = " (from the replay token)"
+        seed = replayed
     else:
         forced = _hypothesis_seed(config)
         if forced is not None:
@@ -151,6 +157,20 @@ def _session_seed(config: pytest.Config, options: SessionOptions) -> int:
     if cache is not None:
         cache.set("crashpoints/seed", seed)
     return seed
+
+
+def _replay_seed(options: SessionOptions) -> int | None:
+    """The seed a ``--crashpoints-replay`` token carries, if any (a bad token is refused
+    later, with its one line, where the test runs)."""
+    if not options.replay:
+        return None
+    from ._harness.token import read_token
+    from .errors import CrashpointsError
+
+    try:
+        return read_token(options.replay).seed
+    except CrashpointsError:
+        return None
 
 
 def _hypothesis_seed(config: pytest.Config) -> int | None:

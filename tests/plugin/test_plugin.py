@@ -159,6 +159,10 @@ def test_a_broken_agent_fails_with_a_replayable_report(pytester: pytest.Pytester
     replayed.assert_outcomes(failed=1)
     replayed.stdout.fnmatch_lines(["minimal schedule: deliver message 0, kill at B (hit 1)"])
     assert "cases run: 2;" in replayed.stdout.str()  # the fault-free run and the replay
+    # The printed command, as it is (no seed option): the token's seed, said where it is from.
+    printed = run(pytester, f"--crashpoints-replay={token}")
+    printed.assert_outcomes(failed=1)
+    printed.stdout.fnmatch_lines(["Using --crashpoints-seed=3 (from the replay token)"])
 
 
 def test_a_broken_agent_marked_expect_is_caught(pytester: pytest.Pytester) -> None:
