@@ -44,6 +44,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
+from .._inject.failpoints import WRITE_POINT
 from ..errors import CrashpointsError
 
 if TYPE_CHECKING:
@@ -468,11 +469,15 @@ class Space:
 
     def pause_sites(self, message: int) -> list[KillAt]:
         """Where a first delivery may wait while a second one runs (D): every hit of A, B
-        and C (an answer to a read as well as to a write), and after its first commit."""
+        and C (an answer to a read as well as to a write), and after its first commit; for an
+        agent with no A of its own (nothing durable before it acts), before each write it
+        sends, where a check-then-act agent has checked and not yet acted."""
         reached = self.reachable[message]
         sites = [KillAt(p, hit) for p in ("A", "B", "C") for hit in range(1, reached.get(p, 0) + 1)]
         if reached.get("db.committed"):
             sites.append(KillAt("db.committed", 1))
+        if not reached.get("A"):
+            sites += [KillAt(WRITE_POINT, hit) for hit in range(1, reached.get(WRITE_POINT, 0) + 1)]
         return sites
 
     def effects_of(self, message: int) -> Mapping[str, int]:

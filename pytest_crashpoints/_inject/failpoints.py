@@ -68,6 +68,9 @@ Points the harness can place without any user code, inside its worker processes 
     Before a POST, PUT, PATCH or DELETE leaves for a provider, if the process committed since its
     last write request to a provider (reads in between do not count) and did not call
     ``crashpoint("A")`` itself since then.
+``"http.write"`` (:data:`WRITE_POINT`) at the wire
+    Before every POST, PUT, PATCH or DELETE leaves for a provider (after an automatic A), with
+    ``method`` and ``path``: a duplicate delivery may run while the first waits there.
 ``"B"``, ``"C"`` at the wire
     When the provider's answer arrives on the socket, before the client reads any of it, with the
     context the harness's loopback server sends.
@@ -125,6 +128,11 @@ EVERY_POINT = "*"
 #: The point the wire fires when a model's answer that calls a tool reaches the process: the
 #: model chose, and nothing of its choice is recorded yet (``wire.py``).
 MODEL_POINT = "model.tool_call"
+
+#: The point the wire fires before every write request (POST, PUT, PATCH, DELETE) leaves for a
+#: provider (``wire.py``): where a concurrent duplicate delivery may wait, so that an agent
+#: that checks "already done?" and then acts meets its twin between the two.
+WRITE_POINT = "http.write"
 
 # The most hits a worker keeps in its trace; a worker in a loop must not exhaust memory.
 _TRACE_LIMIT = 100_000

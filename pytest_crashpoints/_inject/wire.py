@@ -73,6 +73,7 @@ from typing import Any
 from ..errors import HarnessError, HarnessUsageError
 from .failpoints import (
     MODEL_POINT,
+    WRITE_POINT,
     automatic_crashpoint,
     crashpoint,
     crashpoint_deferred,
@@ -234,10 +235,13 @@ def _sending(state: _Connection, head: bytes) -> None:
         method = request.group(1).decode("ascii")
         activity = since_last_request
         if method in _WRITE_METHODS and not state.reads:
+            path = request.group(2).decode("latin-1")
             if activity.committed and not activity.marked_a:
-                automatic_crashpoint(
-                    "A", source="auto", method=method, path=request.group(2).decode("latin-1")
-                )
+                automatic_crashpoint("A", source="auto", method=method, path=path)
+            # Before every write, committed or not: where a duplicate delivery waits while
+            # another runs (an agent that looked "already done?" up and is about to act),
+            # and where a C deferred from an earlier answer fires, before this write leaves.
+            automatic_crashpoint(WRITE_POINT, method=method, path=path)
             # Reads in between (an "is it done already?" before the write) do not end it.
             activity.committed = False
             activity.marked_a = False

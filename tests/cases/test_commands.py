@@ -88,7 +88,8 @@ def test_a_shell_mailer_killed_at_b_sends_twice_and_c_lands_before_the_mark(tmp_
     mailer = scenario(CommandWorker([script(tmp_path, "mailer.sh", MAILER)]))
     clean = run_case(mailer, Schedule((Deliver(0),)), base_dir=tmp_path)
     assert clean.passed, clean.timeline
-    assert clean.hits == {"ledger.write": 2, "A": 1, "B": 1, "C": 1}
+    # http.write: the bridge's relay, before it forwards the command's POST.
+    assert clean.hits == {"ledger.write": 2, "A": 1, "http.write": 1, "B": 1, "C": 1}
     assert "worker-1 stdout: mailed job:job-7" in clean.timeline
 
     at_b = run_case(
