@@ -258,7 +258,42 @@ def check_outcomes_agree(evidence: Evidence) -> list[Violation]:
             )
     if linkable:
         violations += _unrecorded_effects(evidence)
+        violations += _shared_effects(evidence)
     violations += _dropped_work(evidence)
+    return violations
+
+
+def _shared_effects(evidence: Evidence) -> list[Violation]:
+    """One effect that two CONFIRMED rows each take for their own (a key shared by two orders:
+    the provider replays the first charge for the second, which is never made). The fault-free
+    run has the same bug, so only this catches it."""
+    owners: dict[int, list[Attempt]] = {}
+    effect_of: dict[int, ProviderRequest] = {}
+    for attempt in evidence.attempts:
+        if attempt.state is not State.OUTCOME_CONFIRMED:
+            continue
+        effects = [r for r in requests_of(attempt, evidence) if r.effect_applied]
+        if len(effects) == 1:  # any other count is reported above
+            owners.setdefault(id(effects[0]), []).append(attempt)
+            effect_of[id(effects[0])] = effects[0]
+    violations = []
+    for key, attempts in owners.items():
+        if len(attempts) < 2:
+            continue
+        effect = effect_of[key]
+        names = ", ".join(_describe(a) for a in attempts)
+        violations.append(
+            Violation(
+                2,
+                tuple(a.attempt_id for a in attempts),
+                f"{len(attempts)} attempts are CONFIRMED by one and the same effect, "
+                f"{effect.provider} {effect.request_id} ({effect.kind} by {effect.sender}): "
+                f"{names}. Each needs an effect of its own; all but one were never done "
+                "(a key or reference shared between different work?).",
+                (*map(_row, attempts), _entry(effect)),
+                requests=_refs([effect]),
+            )
+        )
     return violations
 
 

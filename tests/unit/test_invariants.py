@@ -238,6 +238,27 @@ def test_2_ledger_must_agree_with_the_provider(ev: Evidence, fragment: str) -> N
         ), v
 
 
+def test_2_two_rows_confirmed_by_one_effect() -> None:
+    """Two orders under one key: the provider replays the first charge for the second, and
+    both rows name it. The fault-free run does the same, so only this check sees it."""
+    second = attempt(attempt_id="a-2", task_id="t-2", provider_request_id="r-2")
+    replay = request(
+        request_id="r-2", at=2.0, effect_applied=False, status=200, message=1, task_id="t-2"
+    )
+    ev = evidence(attempts=(attempt(), second), requests=(request(), replay))
+    [v] = [v for v in fired(ev) if v.invariant == 2]
+    assert v.attempt_ids == ("a-1", "a-2")
+    assert "2 attempts are CONFIRMED by one and the same effect, email r-1" in v.message
+    assert v.requests == (("email", "r-1"),)
+    # Each with an effect of its own: nothing to say.
+    own = request(request_id="r-3", at=2.0, operation_key="invoice:inv-8", object_id="msg-3",
+                  message=1, task_id="t-2")
+    apart = attempt(attempt_id="a-2", task_id="t-2", idempotency_key="invoice:inv-8",
+                    provider_request_id="r-3", result_ref="msg-3")
+    assert [v for v in fired(evidence(attempts=(attempt(), apart),
+                                      requests=(request(), own))) if v.invariant == 2] == []
+
+
 def test_2_an_effect_no_attempt_records() -> None:
     ev = evidence(attempts=(), observations=(), expected_effects=None)
     [v] = fired(ev)
