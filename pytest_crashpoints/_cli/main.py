@@ -148,7 +148,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         cut = argv.index("--")
         argv, extra = argv[:cut], argv[cut + 1 :]
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        hint = ""
+        if getattr(args, "command", None) in ("gate", "replay"):
+            hint = (
+                f"; pytest's own options go after --: crashpoints {args.command} ... -- "
+                f"{' '.join(unknown)}"
+            )
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
     if args.command is None:
         parser.print_help()
         return 0

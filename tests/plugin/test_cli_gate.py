@@ -234,3 +234,17 @@ def test_a_test_whose_xdist_worker_crashed_is_listed_as_failed(
     assert "crashed while running" in Path("crashpoints-summary.md").read_text()
     assert main(["show", "crashpoints-report.json"]) == 1
     assert "crashed while running 'crash/test_suite.py::test_dies'" in capfd.readouterr().out
+
+
+def test_a_pytest_option_before_the_double_dash_says_where_it_goes(
+    suite: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["gate", "crash", "-p", "no:cacheprovider"])
+    assert exited.value.code == 2
+    err = capfd.readouterr().err
+    assert (
+        "unrecognized arguments: -p no:cacheprovider; pytest's own options go after --: "
+        "crashpoints gate ... -- -p no:cacheprovider" in err
+    )
+    assert list(suite.parent.glob("crashpoints-*")) == []
