@@ -115,7 +115,8 @@ class SQLiteLedgerView:
         self,
         path: str | os.PathLike[str],
         *,
-        table: str = "attempts",
+        table: str | None = None,
+        query: str | None = None,
         columns: Mapping[str, str] | None = None,
         states: Mapping[str, State] | None = None,
         constants: Mapping[str, object] | None = None,
@@ -126,7 +127,13 @@ class SQLiteLedgerView:
         authority_of: Callable[[str, float], Authority | None] | None = None,
     ) -> None:
         self.path = Path(path)
-        self.table = table
+        if table is not None and query is not None:
+            raise LedgerError(
+                "table= and query= both say where the attempts are; give one of them (query= "
+                "is a SELECT over your tables, one row per tool call)."
+            )
+        self.table = table or "attempts"
+        self.query = query
         self.columns = dict(columns or {})
         self.states = dict(states or {})
         self.constants = dict(constants or {})
@@ -178,13 +185,35 @@ class SQLiteLedgerView:
         conn.row_factory = sqlite3.Row
         return conn
 
+    @property
+    def _source(self) -> str:
+        """Where the attempts are, in words: ``path:table`` or ``path (query=)``."""
+        return f"{self.path} (query=)" if self.query is not None else f"{self.path}:{self.table}"
+
     def _table_columns(self) -> frozenset[str] | None:
-        """The table's columns, if the file and the table exist yet."""
+        """The table's (or query's) columns, if the file and the table exist yet."""
         if not self.path.exists():
             return None
         with self._closing() as conn:
+            if self.query is not None:
+                present = self._query_columns(conn)
+                return frozenset(present) if present else None
             present = {row["name"] for row in conn.execute(f'PRAGMA table_info("{self.table}")')}
         return frozenset(present) if present else None
+
+    def _query_columns(self, conn: sqlite3.Connection) -> set[str]:
+        """The columns of ``query``; none while a table it reads does not exist yet."""
+        assert self.query is not None
+        try:
+            cursor = conn.execute(f"SELECT * FROM ({self.query}) LIMIT 0")
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return set()
+            raise LedgerError(
+                f"query= failed on {self.path} ({exc}); it must be one SELECT whose rows are "
+                "the attempts, with a column for each seed name you map."
+            ) from None
+        return {column[0] for column in cursor.description}
 
     def _rows(self, table: str, required: Sequence[str], mapping: Mapping[str, str]) -> Any:
         """(columns present, rows) of ``table``; none yet if the file or table does not exist
@@ -192,16 +221,24 @@ class SQLiteLedgerView:
         if not self.path.exists():
             return set(), []
         with self._closing() as conn:
-            present = {row["name"] for row in conn.execute(f'PRAGMA table_info("{table}")')}
+            by_query = self.query is not None and table == self.table
+            if by_query:
+                present = self._query_columns(conn)
+            else:
+                present = {row["name"] for row in conn.execute(f'PRAGMA table_info("{table}")')}
             if not present:
                 return set(), []
             missing = [mapping.get(name, name) for name in required]
-            missing = [c for c in missing if c not in present and c != _ROWID]
+            missing = [c for c in missing if c not in present and (c != _ROWID or by_query)]
             if missing:
+                where = self._source if by_query else f"{self.path}:{table}"
                 raise LedgerError(
-                    f"{self.path}:{table} lacks the column(s) {', '.join(missing)}; map your "
-                    "names with columns={'seed_name': 'your_name'} (event_columns= for events)."
+                    f"{where} lacks the column(s) {', '.join(missing)}; map your "
+                    "names with columns={'seed_name': 'your_name'} (event_columns= for events)"
+                    + (", or name them in the query (AS ...)." if by_query else ".")
                 )
+            if by_query:
+                return present, conn.execute(f"SELECT * FROM ({self.query})").fetchall()
             rows = conn.execute(f'SELECT rowid AS "{_ROWID}", * FROM "{table}" ORDER BY rowid')
             return present | {_ROWID}, rows.fetchall()
 
@@ -212,7 +249,7 @@ class SQLiteLedgerView:
             return State(str(value))
         except ValueError:
             raise LedgerError(
-                f"state {value!r} in {self.path}:{self.table} is not a pytest-crashpoints "
+                f"state {value!r} in {self._source} is not a pytest-crashpoints "
                 f"state; map it with states={{{value!r}: State.<one of "
                 f"{', '.join(s.name for s in State)}>}}"
             ) from None
@@ -224,7 +261,7 @@ class SQLiteLedgerView:
             absent = [c for c in self.args_columns if c not in present]
             if absent:
                 raise LedgerError(
-                    f"{self.path}:{self.table} lacks the argument column(s) "
+                    f"{self._source} lacks the argument column(s) "
                     f"{', '.join(absent)} named in args_columns=."
                 )
             self._present = frozenset(present)

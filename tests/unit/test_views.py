@@ -222,3 +222,60 @@ def test_bad_view_settings_are_clear_errors(tmp_path: Path) -> None:
         jobs(path, args_columns=("recipient", "subject")).attempts()
     with pytest.raises(LedgerError, match="queue_sql= failed"):
         jobs(path, queue_sql="SELECT nope FROM jobs").queue()
+
+
+ORDER_CALLS = """
+    SELECT id || ':charge' AS attempt_id, id AS task_id, 'charge' AS tool_name,
+           CASE WHEN status = 'charging' THEN 'DISPATCHED' ELSE 'OUTCOME_CONFIRMED' END AS state,
+           payment_id AS result_ref
+    FROM orders WHERE status != 'new'
+    UNION ALL
+    SELECT id || ':receipt', id, 'send_email',
+           CASE WHEN status = 'emailing' THEN 'DISPATCHED' ELSE 'OUTCOME_CONFIRMED' END,
+           receipt_id
+    FROM orders WHERE status IN ('emailing', 'done')
+"""
+
+
+def test_a_query_reads_a_row_that_holds_two_tool_calls(tmp_path: Path) -> None:
+    path = tmp_path / "orders.db"
+    view = SQLiteLedgerView(path, query=ORDER_CALLS)
+    assert view.attempts() == []  # no file yet
+    db = sqlite3.connect(path)
+    with db:
+        assert view.attempts() == []  # the file, not the table yet
+        db.execute(
+            "CREATE TABLE orders (id TEXT, status TEXT, payment_id TEXT, receipt_id TEXT)"
+        )
+        db.executemany(
+            "INSERT INTO orders VALUES (?, ?, ?, ?)",
+            [
+                ("o-1", "done", "ch_1", "msg_1"),
+                ("o-2", "emailing", "ch_2", None),
+                ("o-3", "charging", None, None),
+                ("o-4", "new", None, None),
+            ],
+        )
+    db.close()
+    found = {(a.attempt_id, a.tool_name, a.state, a.result_ref) for a in view.attempts()}
+    assert found == {
+        ("o-1:charge", "charge", State.OUTCOME_CONFIRMED, "ch_1"),
+        ("o-2:charge", "charge", State.OUTCOME_CONFIRMED, "ch_2"),
+        ("o-3:charge", "charge", State.DISPATCHED, None),
+        ("o-1:receipt", "send_email", State.OUTCOME_CONFIRMED, "msg_1"),
+        ("o-2:receipt", "send_email", State.DISPATCHED, None),
+    }
+    assert {"attempt_id", "task_id", "tool_name", "state", "result_ref"} <= view.provides
+    assert "provider_request_id" not in view.provides
+    assert {e.attempt_id for e in view.queue()} == {"o-3:charge", "o-2:receipt"}
+
+
+def test_a_bad_query_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "orders.db"
+    sqlite3.connect(path).execute("CREATE TABLE orders (id TEXT, status TEXT)").connection.close()
+    with pytest.raises(LedgerError, match=r"query= failed on .*orders.db \(near .*syntax error"):
+        SQLiteLedgerView(path, query="SELEC id FROM orders").attempts()
+    with pytest.raises(LedgerError, match=r"\(query=\) lacks the column\(s\) state; .*AS"):
+        SQLiteLedgerView(path, query="SELECT id AS attempt_id FROM orders").attempts()
+    with pytest.raises(LedgerError, match="table= and query= both say where"):
+        SQLiteLedgerView(path, table="orders", query="SELECT 1")
