@@ -529,35 +529,61 @@ def _single_faults(space: Space) -> Iterator[tuple[Part, ...]]:
             for hit in range(2, own + 1):  # between two tool calls of one message
                 for change in AUTHORITY_CHANGES:
                     yield ((i, "midway", Midway("A", hit, change)),)
-        in_flight = next((KillAt(p, 1) for p in ("B", "C", "A") if space.reachable[i].get(p)), None)
-        if in_flight is None:
+        # Work left in flight by a kill: at the first tool call of the message, and at its
+        # last (a row that holds two calls recovers the second its own way).
+        reached = space.reachable[i]
+        point = next((p for p in ("B", "C", "A") if reached.get(p)), None)
+        if point is None:
             continue
+        in_flights = list(dict.fromkeys((KillAt(point, 1), KillAt(point, reached[point]))))
         if "E" in space.points:
             # While the attempt may have taken effect (after B), and before it was sent.
-            before_send = KillAt("A", 1) if space.reachable[i].get("A") else None
-            for kill in dict.fromkeys(k for k in (in_flight, before_send) if k is not None):
+            before_sends = (
+                [KillAt("A", 1), KillAt("A", reached["A"])] if reached.get("A") else []
+            )
+            for kill in dict.fromkeys([*in_flights, *before_sends]):
                 for change in AUTHORITY_CHANGES:
                     yield ((i, "kill", kill), (i, "after", ChangeAuthority(i, change)))
-        if not space.recovers:
-            continue
-        if "F" in space.points:
-            for provider in space.providers:
-                yield ((i, "kill", in_flight), (i, "after", LookupTimeouts(provider, None)))
+        if "F" in space.points and point in ("B", "C"):
+            # The queue delivers the dead worker's message again once its lease ran out, while
+            # the search still lags (before any recovery runs, or with none): a worker that
+            # takes "not in the search" for "never done" acts a second time.
             for provider in space.searching:
                 if provider in writes:
-                    yield ((i, "kill", in_flight), (i, "after", SearchLag(provider)))
-        if space.points & {"A", "B", "C"}:
-            for point in RECOVERY_POINTS:
-                yield ((i, "kill", in_flight), (i, "after", Recover(KillAt(point, 1))))
+                    for in_flight in in_flights:
+                        yield (
+                            (i, "before", SearchLag(provider)),
+                            (i, "kill", in_flight),
+                            (i, "after", Advance(LEASE_WAIT)),
+                            (i, "after", Deliver(i)),
+                        )
+        if not space.recovers:
+            continue
+        for in_flight in in_flights:
+            if "F" in space.points:
+                for provider in space.providers:
+                    yield ((i, "kill", in_flight), (i, "after", LookupTimeouts(provider, None)))
+                for provider in space.searching:
+                    if provider in writes:
+                        yield ((i, "kill", in_flight), (i, "after", SearchLag(provider)))
+            if space.points & {"A", "B", "C"}:
+                for recovery_point in RECOVERY_POINTS:
+                    yield (
+                        (i, "kill", in_flight),
+                        (i, "after", Recover(KillAt(recovery_point, 1))),
+                    )
         if "D" in space.points:
             # Two recoveries at once matter most when the dead worker never sent (killed at
             # A): both find nothing at the provider, and only a claim keeps both from sending.
-            before_send = KillAt("A", 1) if space.reachable[i].get("A") else None
-            for kill in dict.fromkeys(k for k in (before_send, in_flight) if k is not None):
+            before_send = KillAt("A", 1) if reached.get("A") else None
+            for kill in dict.fromkeys(k for k in (before_send, *in_flights) if k is not None):
                 # Only forced interleavings: a free race is not the same race twice, and a
                 # verdict must be (a generated schedule is shrunk and replayed).
-                for point in RACE_POINTS:
-                    yield ((i, "kill", kill), (i, "after", Recover(racing=True, pause_at=point)))
+                for race_point in RACE_POINTS:
+                    yield (
+                        (i, "kill", kill),
+                        (i, "after", Recover(racing=True, pause_at=race_point)),
+                    )
 
 
 def _apply(space: Space, faults: Sequence[tuple[Part, ...]]) -> Schedule | None:
@@ -631,6 +657,8 @@ def _label(fault: tuple[Part, ...]) -> str:
     """What a single fault exercises, as the coverage table names it."""
     kinds = [kind for _, kind, _ in fault]
     last = fault[-1][2]
+    if any(isinstance(value, SearchLag) for _, _, value in fault):
+        return "search lag"
     if "duplicate" in kinds or (isinstance(last, Recover) and last.racing):
         return "D" if "duplicate" in kinds else "racing recovery"
     if "midway" in kinds or isinstance(last, ChangeAuthority):

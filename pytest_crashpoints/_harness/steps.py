@@ -494,7 +494,9 @@ class CaseRun:
         elif step.duplicate == "concurrent":
             self.deliver_concurrently(step.message, step.pause_at, step.kill, step.pause_hit)
         else:
-            self.deliver(step.message, step.kill)
+            # A message delivered before and not acknowledged (the queue's own redelivery of
+            # a dead worker's message) is said so.
+            self.deliver(step.message, step.kill, again=step.message in self.unacked)
             if step.duplicate == "after":
                 self.observe(f"after the first delivery of message {step.message}")
                 self.clock.advance(1.0)

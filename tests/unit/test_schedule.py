@@ -142,11 +142,22 @@ def test_lag_racing_recoveries_and_e_between_two_calls() -> None:
     singles = _singles(TWO_CALLS)
     lagged = [s for s in singles if any(isinstance(step, SearchLag) for step in s.steps)]
     assert lagged
-    for s in lagged:  # killed in flight, the lag, the dead worker's lease, recovery asks
+    for_recovery = for_redelivery = 0
+    for s in lagged:
         kinds_ = [type(step).__name__ for step in s.steps]
         at = kinds_.index("SearchLag")
-        assert kinds_[at + 1 : at + 3] == ["Advance", "Recover"]
-        assert s.steps[at - 1].kill is not None  # type: ignore[union-attr]
+        if kinds_[at + 1 : at + 3] == ["Advance", "Recover"]:
+            # killed in flight, the lag, the dead worker's lease, recovery asks
+            assert s.steps[at - 1].kill is not None  # type: ignore[union-attr]
+            for_recovery += 1
+        else:
+            # the lag, killed in flight, the lease runs out, the queue delivers it again
+            assert kinds_[at + 1 : at + 4] == ["Deliver", "Advance", "Deliver"]
+            first, again = s.steps[at + 1], s.steps[at + 3]
+            assert first.kill is not None and first.kill.point == "B"  # type: ignore[union-attr]
+            assert again == Deliver(first.message)  # type: ignore[union-attr]
+            for_redelivery += 1
+    assert for_recovery and for_redelivery
     raced = [s for s in singles if any(isinstance(t, Recover) and t.racing for t in s.steps)]
     races = [step for s in raced for step in s.steps if isinstance(step, Recover) and step.racing]
     # Forced interleavings only (a free race is not the same race twice).
@@ -248,7 +259,11 @@ def test_without_a_recovery_no_fault_only_a_recovery_would_meet() -> None:
     alone = dataclasses.replace(TWO_CALLS, recovers=False)
     steps = [step for s in _singles(alone) for step in s.steps]
     assert not [s for s in steps if isinstance(s, Recover) and (s.kill or s.racing)]
-    assert not [s for s in steps if isinstance(s, SearchLag)]
+    # A lagging search only meets the queue's redelivery of a dead worker's message.
+    for schedule in _singles(alone):
+        if any(isinstance(step, SearchLag) for step in schedule.steps):
+            assert [type(step).__name__ for step in schedule.steps][-3:] != ["Advance", "Recover"]
+            assert sum(isinstance(step, Deliver) for step in schedule.steps) == 3
     # A lookup failing during the worker's own delivery still matters, and so does E.
     assert [s for s in steps if isinstance(s, LookupTimeouts)]
     assert [s for s in steps if isinstance(s, ChangeAuthority)]
@@ -265,3 +280,16 @@ def test_without_a_recovery_no_schedule_runs_one() -> None:
     assert not [s for s in found if any(isinstance(step, Recover) for step in s.steps)]
     with_recovery = list(enumerate_schedules(SPACE, max_faults=1))
     assert [s for s in with_recovery if any(isinstance(step, Recover) for step in s.steps)]
+
+
+def test_work_left_in_flight_at_the_last_tool_call_meets_the_same_faults() -> None:
+    """A message with two tool calls: recovery faults follow a kill at the first call's B and
+    at the last's, so the second call's recovery path is tested too."""
+    singles = _singles(TWO_CALLS)
+    killed_then_recovered = {
+        s.steps[0].kill
+        for s in singles
+        if isinstance(s.steps[0], Deliver)
+        and any(isinstance(step, Recover) and step.kill for step in s.steps)
+    }
+    assert {KillAt("B", 1), KillAt("B", 2)} <= killed_then_recovered
