@@ -278,7 +278,10 @@ def _shared_effects(evidence: Evidence) -> list[Violation]:
             effect_of[id(effects[0])] = effects[0]
     violations = []
     for key, attempts in owners.items():
-        if len(attempts) < 2:
+        # Two rows of the same work (a duplicate delivery that wrote a second row and got
+        # the first one's answer replayed) stand for one effect rightly; rows of different
+        # tasks or arguments each needed their own.
+        if len({(a.task_id, a.tool_name, a.args_hash) for a in attempts}) < 2:
             continue
         effect = effect_of[key]
         names = ", ".join(_describe(a) for a in attempts)

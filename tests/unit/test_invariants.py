@@ -257,6 +257,12 @@ def test_2_two_rows_confirmed_by_one_effect() -> None:
                     provider_request_id="r-3", result_ref="msg-3")
     assert [v for v in fired(evidence(attempts=(attempt(), apart),
                                       requests=(request(), own))) if v.invariant == 2] == []
+    # Two rows of the same work (a second delivery of one message wrote a row of its own and
+    # got the first answer replayed): one effect stands for both.
+    same_work = attempt(attempt_id="a-2", provider_request_id="r-2")
+    again = request(request_id="r-2", at=2.0, effect_applied=False, status=200)
+    assert [v for v in fired(evidence(attempts=(attempt(), same_work),
+                                      requests=(request(), again))) if v.invariant == 2] == []
 
 
 def test_2_an_effect_no_attempt_records() -> None:
