@@ -35,6 +35,12 @@ thread, is "a request to a provider". ``path`` is the request target without
 its query, as far as the first ``send`` call carries it (every client above sends the request
 line whole).
 
+**Before every write.** ``crashpoint("http.write", method=..., path=...)``
+(``WRITE_POINT``) fires after an automatic A, before the first byte of every POST, PUT,
+PATCH or DELETE to an address not installed as ``reads``, committed or not: a duplicate
+delivery may wait there while another runs (an agent that looked "already done?" up and has
+not yet acted), and a C deferred from an earlier answer fires there, before the write leaves.
+
 A connection is hooked when ``connect`` or ``connect_ex`` is given one of the addresses (so
 ``socket.create_connection`` and asyncio's ``sock_connect`` too); its state lives in a table
 keyed by the socket object (checked through a weak reference, so neither a reused file
