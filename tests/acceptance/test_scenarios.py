@@ -66,7 +66,11 @@ EXPECT = _declared_expectations()
 BROKEN = sorted(EXPECT)
 
 
-def _run(pytester: pytest.Pytester, nodeid: str) -> tuple[pytest.RunResult, dict[str, Any]]:
+def _run_scenario(
+    pytester: pytest.Pytester, target: Path | str, *options: str
+) -> tuple[pytest.RunResult, dict[str, Any]]:
+    """Run a bundled scenario file or test in a subprocess; its result and its tests'
+    reports, by test name."""
     report = pytester.path / "crashpoints.json"
     result = pytester.runpytest_subprocess(
         "-p",
@@ -76,10 +80,16 @@ def _run(pytester: pytest.Pytester, nodeid: str) -> tuple[pytest.RunResult, dict
         "-o",
         f"cache_dir={pytester.path / '.cache'}",
         f"--crashpoints-report={report}",
-        "--crashpoints-engine=compare",
-        nodeid,
+        *options,
+        str(target),
     )
-    (test,) = json.loads(report.read_text())["tests"]
+    tests = {t["nodeid"].rsplit("::", 1)[1]: t for t in json.loads(report.read_text())["tests"]}
+    return result, tests
+
+
+def _run(pytester: pytest.Pytester, nodeid: str) -> tuple[pytest.RunResult, dict[str, Any]]:
+    result, tests = _run_scenario(pytester, nodeid, "--crashpoints-engine=compare")
+    (test,) = tests.values()
     errors = (test["failure"] or {}).get("errors", [])
     assert not [e for e in errors if "harness bug" in e], errors
     assert test["engine"]["name"] == "compare"
@@ -164,20 +174,8 @@ def test_node_mailer_scenario_is_caught_at_b_and_its_fix_passes(pytester: pytest
         pytest.skip(
             "node is not installed: the Node.js scenario cannot run (apt-get install nodejs)"
         )
-    report = pytester.path / "crashpoints.json"
-    result = pytester.runpytest_subprocess(
-        "-p",
-        "crashpoints",
-        "-p",
-        "no:randomly",
-        "-o",
-        f"cache_dir={pytester.path / '.cache'}",
-        f"--crashpoints-report={report}",
-        "--crashpoints-strict-coverage",
-        str(NODE_SCENARIO),
-    )
+    result, tests = _run_scenario(pytester, NODE_SCENARIO, "--crashpoints-strict-coverage")
     result.assert_outcomes(passed=2)
-    tests = {t["nodeid"].rsplit("::", 1)[1]: t for t in json.loads(report.read_text())["tests"]}
     fixed = tests["test_a_half_done_job_is_parked_not_sent_again"]
     assert fixed["verdict"] == "passed" and not fixed["unchecked"] and not fixed["unkilled"]
     assert {p for p, row in fixed["coverage"].items() if row["killed"]} == {"A", "B", "C"}
@@ -209,20 +207,8 @@ def test_celery_worker_redelivered_by_its_broker_is_caught_and_its_fix_passes(
     ]
     if missing:
         pytest.skip(f"the Celery scenario cannot run without {', '.join(missing)}")
-    report = pytester.path / "crashpoints.json"
-    result = pytester.runpytest_subprocess(
-        "-p",
-        "crashpoints",
-        "-p",
-        "no:randomly",
-        "-o",
-        f"cache_dir={pytester.path / '.cache'}",
-        f"--crashpoints-report={report}",
-        "--crashpoints-engine=states",
-        str(CELERY_SCENARIO),
-    )
+    result, tests = _run_scenario(pytester, CELERY_SCENARIO, "--crashpoints-engine=states")
     result.assert_outcomes(passed=2)
-    tests = {t["nodeid"].rsplit("::", 1)[1]: t for t in json.loads(report.read_text())["tests"]}
     fixed = tests["test_a_task_that_parks_a_half_done_job_survives_redelivery"]
     assert fixed["verdict"] == "passed" and fixed["coverage"]["B"]["killed"]
     assert fixed["engine"]["name"] == "processes"
