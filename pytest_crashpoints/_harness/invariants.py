@@ -214,6 +214,7 @@ def check_outcomes_agree(evidence: Evidence) -> list[Violation]:
     """Invariant 2: final states only, the ledger agrees with the journals, nothing dropped."""
     violations = []
     linkable = evidence.reads_any(*LINK_COLUMNS)
+    confirmed: list[tuple[Attempt, ProviderRequest]] = []  # each with its one effect
     for attempt in evidence.attempts:
         effects = [r for r in requests_of(attempt, evidence) if r.effect_applied]
         if attempt.state not in FINAL_STATES:
@@ -231,6 +232,8 @@ def check_outcomes_agree(evidence: Evidence) -> list[Violation]:
             continue
         elif attempt.state is State.OUTCOME_CONFIRMED:
             matching = [e for e in effects if e.args_hash in (None, attempt.args_hash)]
+            if len(effects) == 1:
+                confirmed.append((attempt, effects[0]))
             if len(effects) != 1 or len(matching) != 1:
                 violations.append(
                     Violation(
@@ -258,24 +261,21 @@ def check_outcomes_agree(evidence: Evidence) -> list[Violation]:
             )
     if linkable:
         violations += _unrecorded_effects(evidence)
-        violations += _shared_effects(evidence)
+        violations += _shared_effects(confirmed)
     violations += _dropped_work(evidence)
     return violations
 
 
-def _shared_effects(evidence: Evidence) -> list[Violation]:
+def _shared_effects(confirmed: Sequence[tuple[Attempt, ProviderRequest]]) -> list[Violation]:
     """One effect that two CONFIRMED rows each take for their own (a key shared by two orders:
     the provider replays the first charge for the second, which is never made). The fault-free
-    run has the same bug, so only this catches it."""
+    run has the same bug, so only this catches it. ``confirmed``: each CONFIRMED row with
+    the one effect it names (a row naming any other count is reported already)."""
     owners: dict[int, list[Attempt]] = {}
     effect_of: dict[int, ProviderRequest] = {}
-    for attempt in evidence.attempts:
-        if attempt.state is not State.OUTCOME_CONFIRMED:
-            continue
-        effects = [r for r in requests_of(attempt, evidence) if r.effect_applied]
-        if len(effects) == 1:  # any other count is reported above
-            owners.setdefault(id(effects[0]), []).append(attempt)
-            effect_of[id(effects[0])] = effects[0]
+    for attempt, effect in confirmed:
+        owners.setdefault(id(effect), []).append(attempt)
+        effect_of[id(effect)] = effect
     violations = []
     for key, attempts in owners.items():
         # Two rows of the same work (a duplicate delivery that wrote a second row and got
