@@ -21,7 +21,7 @@ from . import _machine, report
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results.json"
-#: Item number -> module, in the order they run (the long sweep last).
+#: Item number -> module, in the order they run (the long sweeps last).
 ITEMS = {
     0: "case_profile",
     1: "crash_case",
@@ -31,6 +31,7 @@ ITEMS = {
     7: "scaling",
     6: "memory",
     8: "clock_pin",
+    10: "peer",
     2: "sweep",
     9: "engines",
 }

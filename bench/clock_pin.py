@@ -169,8 +169,7 @@ def _asyncio_timers() -> tuple[bool, str]:
         else:
             timed_out = False
         return (
-            f"asyncio.sleep(0.05) took {slept:.3f} s; wait_for(timeout=0.1) timed out: "
-            f"{timed_out}"
+            f"asyncio.sleep(0.05) took {slept:.3f} s; wait_for(timeout=0.1) timed out: {timed_out}"
         )
 
     real_start = _REAL["mono"]()
@@ -254,9 +253,7 @@ def main() -> None:
         }
     chosen = details["time-machine"]
     other = details["freezegun"]
-    met = (
-        chosen["checks passed"] == len(CHECKS) and chosen["start"]["median"] * 1e3 <= GOAL_MS
-    )
+    met = chosen["checks passed"] == len(CHECKS) and chosen["start"]["median"] * 1e3 <= GOAL_MS
     figure = (
         f"time-machine (chosen): start {chosen['start']['median'] * 1e3:.3f} ms median, "
         f"{chosen['start']['max'] * 1e3:.3f} ms max, {chosen['checks passed']}/{len(CHECKS)} "

@@ -74,6 +74,25 @@ MEASURED = """\
    floor (for the states engine the recorded golden run, the world set up once per test
    apart); `crashpoints gate scenarios -- -n 2` with one seed. The verdicts and case counts of
    each pair must agree, or the item fails.
+10. **The peer, pytest-obligation** (no goal: a comparison), the same deliberately buggy
+    worker under both tools in one run: it sends the e-mail and only then marks its job sent,
+    so a death between the two mails twice on redelivery. pytest-crashpoints runs the broken
+    agent of `scenarios/broken/test_jobs_mailer.py` (points A, B and C) through `explore`,
+    exhaustive and single-fault, on each engine; it stops at the first catch. The peer is
+    installed from the package registry (`pip install pytest-obligation pytest`) into a
+    virtual environment the bench makes in a temporary folder and deletes, never into this
+    project's; without the registry the item is skipped and says why. There the worker is
+    written in the peer's idiom (`bench/_peer_obligation.py`: its own SQLite job table, a
+    queue that delivers an unacknowledged message again when the application restarts, the
+    mailbox a separate SQLite file) and checked by its real-child harness,
+    `process_histories.ProcessHistory` with `assert_process_deaths_converge`: normal operation
+    twice, then one run per death point the program names (before and after the send), each
+    a child process that calls `os._exit(1)` at that point (no signal), then the application
+    started again and the outcome compared with normal operation's. Its crash cases are the
+    histories its own JUnit report lists; its pytest session is timed from outside, less the
+    same session on a trivial test (interpreter, pytest, plugin and conftest). Both verdicts
+    are given; a failing schedule's re-runs (the determinism check, and the states engine's
+    confirmation by a real kill) are not counted as cases.
 """
 
 
@@ -221,6 +240,14 @@ a sync cost several milliseconds per provider request on a shared disk and prote
 nothing a process crash can do. The agent's own files keep the durability settings the agent
 chose (the reference ledger still commits with `synchronous=FULL`).
 
+**What it cannot copy.** The states engine copies the case's run directory, where the
+reference ledger, your own SQLite or JSON-lines files and the providers' journals live. State
+a worker keeps elsewhere, in a server (a broker, PostgreSQL, Redis), is not in the copy: a
+state restored from the copy would pair the files of one moment with the server's state of
+another. Mark such a test `engine="processes"` ([the marker](reference.md#the-marker)); it then
+runs every schedule from scratch whatever the session's engine
+([a Celery worker](howto-any-language.md#a-celery-worker) does).
+
 **Confirmation.** A failure the states engine finds is run again the processes way, in a new
 world with fresh processes and a real `SIGKILL` at the point, before it is reported; the
 report, its timeline and its run directory are the real kill's. If the two verdicts or end
@@ -362,6 +389,7 @@ def render(results: dict[str, Any]) -> str:
     missed = [str(i["item"]) for i in items if i["status"] == "missed"]
     other = [f"{i['item']} ({i['status']})" for i in items if i["status"] in ("error",)]
     other += [f"{i['item']}" for i in items if i["status"] == "not measurable yet"]
+    other += [f"{i['item']} (skipped)" for i in items if i["status"] == "skipped"]
     lines.append(
         f"Goals met: {', '.join(met) or 'none'}. Missed: {', '.join(missed) or 'none'}."
         + (f" Not measured: {', '.join(other)}." if other else "")
