@@ -273,8 +273,46 @@ between them (B and C of a provider with a durable receipt, or a test that decla
 `db.commit`, `ledger.write` and the like), and Hypothesis's repeated and shrunk draws; the
 bundled sweep's kills are at A, B and C, which mostly leave three different states. The
 crash-states-per-second and fault-free goals are below the cost of the quiet phase's own
-processes. Running a test's independent crash states in parallel (`--crashpoints-jobs`) was
-not built: on this 2-core machine shared with xdist workers it would have had no free core.
+processes.
+
+Where one of those processes' time goes (the e-mail sweep on the states engine, timestamps
+taken in the harness, the fork server and the child, medians over 326 processes on a quiet
+machine, 2026-12-01): about 2.4 ms for the fork server to fork it, 1 ms for the child to set
+itself up (process group, death signal, output, clock pin, fault plan), 2.5 to 2.9 ms to enter
+the case (its context, the providers' keys and the environment for an SDK, the wire and commit
+hooks), 2.6 ms (recovery) to 3.6 ms (worker) in the agent's own callable, and about 4 ms to
+report, exit and be reaped. The fixed part, about 10 ms, is four times the fork floor, and
+most of it is not Python code: a profile of entering the case in a fresh fork counts well
+under a millisecond of functions; the rest is the copy-on-write faults of a forked Python
+process touching its parent's objects, and the kernel's work to fork and tear down a
+50 MB address space. This session removed what was Python's: the `idna` codec import and the
+resolver's module loading that each process repeated (now done once before the fork server
+starts), host names resolved for loopback addresses that are already addresses, the authority
+store's schema script run by every process that reads it, and the reference ledger's write
+lock taken at every open to check a schema that was already there.
+
+## Jobs
+
+`--crashpoints-jobs=N` runs the exhaustive phase of one test N cases at a time. Each job is a
+thread of the harness process with a world of its own: with the states engine, a states
+engine of its own (its run directory, loopback servers, signing secret, tree of states); with
+the processes engine, the fresh world every case has anyway. A job takes the next schedule in
+enumeration order; the agent's processes of all jobs are forked by the one fork server and run
+side by side. A schedule's result does not depend on the job that ran it (each world is exact
+on its own, above), so the results are handed to the report in schedule order, and the first
+failing schedule in that order ends the phase as it does with one job: schedules after it
+that another job already ran are dropped. The report (its cases, their order and
+fingerprints, the failure and its schedule) is the one a single job gives; only the engine's
+statistics (states recorded and kept) differ, since each job records the deliveries it needs.
+An interruption kills every job's processes, lets no new one start and waits for the jobs to
+end. `auto`, the default, divides the cores this process may use by the xdist workers of the
+session (at most 4 jobs): under `-n auto` each worker keeps one job, since the cores are
+taken. Hypothesis mode draws one schedule after the other and runs one case at a time.
+
+On this 2-core machine, with no xdist, two jobs checked the e-mail scenario's crash states
+1.45x as fast as one (21.4 against 14.7 per second, `python -m bench.engines --quick`,
+2026-12-01, load 0.7): the parent waits for processes three quarters of the time, and two
+cores are shared by the parent, the fork server and two jobs' processes.
 """
 
 KNOWN_COSTS = """\

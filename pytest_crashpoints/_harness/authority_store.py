@@ -53,9 +53,13 @@ class AuthorityChange:
 class AuthorityStore:
     """The authority of every task of a run. ``clock`` stamps changes with harness time."""
 
-    def __init__(self, path: str | os.PathLike[str], *, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, clock: Callable[[], float], create: bool = True
+    ) -> None:
         self.path = Path(path)
         self._clock = clock
+        if not create:
+            return  # the harness created it when it set the case up
         db = sqlite3.connect(self.path, timeout=30.0)
         try:
             db.executescript(_SCHEMA)

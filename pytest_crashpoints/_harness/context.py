@@ -260,7 +260,7 @@ class Context:
     def _authorities(self) -> AuthorityStore:
         from .authority_store import AuthorityStore
 
-        return AuthorityStore(self.env.authority_path, clock=self.clock.now)
+        return AuthorityStore(self.env.authority_path, clock=self.clock.now, create=False)
 
     def authority(self, task_id: str) -> Authority | None:
         """The authority ``task_id`` holds now; ``None`` once it was revoked."""
@@ -409,9 +409,7 @@ class Context:
         self._clients[(provider, authority)] = client
         return client
 
-    def async_client(
-        self, provider: str, task_or_authority: str | Authority
-    ) -> httpx.AsyncClient:
+    def async_client(self, provider: str, task_or_authority: str | Authority) -> httpx.AsyncClient:
         """An ``httpx.AsyncClient`` for ``provider``, as :meth:`client` but for async code:
         in-process, authenticated for the task, through the async crash transport. A new
         client per call: use it in ``async with`` (or close it with ``await

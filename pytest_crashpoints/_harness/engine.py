@@ -65,6 +65,7 @@ def states_supported() -> bool:
 
     return sys.platform.startswith("linux")
 
+
 #: Past this many bytes of kept file contents, a test's engine keeps only the states most
 #: schedules start from (after a delivery; the fault-free run's recordings), and only names
 #: the others: a large agent's files must not fill the harness's memory.
@@ -179,8 +180,17 @@ class StatesEngine:
     """One test's world and its tree of states. Use as a context manager; ``run`` a
     schedule as ``run_case`` would."""
 
-    def __init__(self, scenario: Scenario, *, base_dir: Path, name: str = "states") -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        *,
+        base_dir: Path,
+        name: str = "states",
+        keep_budget: int = KEEP_BUDGET,
+    ) -> None:
         self.scenario = scenario
+        #: Bytes of file contents kept before only the most used states are (``KEEP_BUDGET``).
+        self.keep_budget = keep_budget
         self.run_dir = RunDir.create(base_dir, name)
         env = CaseEnv(str(self.run_dir.path), scenario.providers, scenario.transport_points)
         self.blobs = Blobs()
@@ -333,7 +343,7 @@ class StatesEngine:
         run.clock.advance(1.0)
         run.execute(step)
         run.observe(str(step))
-        if isinstance(step, Deliver) or self.blobs.size < KEEP_BUDGET:
+        if isinstance(step, Deliver) or self.blobs.size < self.keep_budget:
             self._keep(steps[: index + 1], run)
         return run
 

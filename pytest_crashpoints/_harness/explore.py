@@ -33,9 +33,10 @@ from typing import Any, Literal
 from .._inject.failpoints import CRASH_POINTS
 from ..errors import CrashpointsError
 from .case import CaseResult, run_case
-from .engine import StatesEngine, states_supported
+from .engine import KEEP_BUDGET, StatesEngine, states_supported
 from .evidence import ExpectedEffect
 from .invariants import invariant_key
+from .jobs import run_in_order
 from .report import ExplorationReport, Failure
 from .scenario import Scenario
 from .schedule import (
@@ -52,6 +53,8 @@ from .token import decode_token, replay_token
 __all__ = ["CrashSettings", "explore"]
 
 Mode = Literal["hypothesis", "exhaustive", "both"]
+#: A case's result, and where the reference ended differently (with a reference).
+Ran = tuple[CaseResult, "dict[str, Any] | None"]
 Engine = Literal["states", "processes", "compare"]
 
 
@@ -67,6 +70,8 @@ class CrashSettings:
     strict_coverage: bool = False
     replay: str | None = None
     engine: Engine = "states"
+    #: Cases of the exhaustive phase run at once, each job in a world of its own (``jobs``).
+    jobs: int = 1
 
 
 def _replay_command(nodeid: str, token: str) -> str:
@@ -125,11 +130,20 @@ class _Explorer:
         self.engine: StatesEngine | None = None
         #: The first disagreement between the states engine and a real kill, if any.
         self.disagreement: str | None = None
+        #: What the engines of jobs 2, 3, ... did (``StatesEngine.statistics``).
+        self.jobs_statistics: list[dict[str, int]] = []
 
     def run(self, schedule: Schedule, phase: str) -> CaseResult:
         started = time.monotonic()
-        if self.engine is not None:
-            result = self.engine.run(schedule, self.expected)
+        result, difference = self._case(schedule, self.engine)
+        self._count(result, phase, time.monotonic() - started, difference)
+        return result
+
+    def _case(self, schedule: Schedule, engine: StatesEngine | None) -> Ran:
+        """Run one case on ``engine`` (``None``: the processes way); with a reference, also
+        where the reference ends differently. Touches nothing shared: a job may call it."""
+        if engine is not None:
+            result = engine.run(schedule, self.expected)
             if self.settings.engine == "compare":
                 real = run_case(
                     self.scenario,
@@ -142,7 +156,6 @@ class _Explorer:
                 disagreement = _disagreement(result, real)
                 result = real
                 if disagreement is not None:
-                    self.disagreement = disagreement
                     result = dataclasses.replace(real, errors=(*real.errors, disagreement))
         else:
             result = run_case(
@@ -152,12 +165,24 @@ class _Explorer:
                 name=f"case-{next(self._serial)}",
                 expected=self.expected,
             )
-        self.report.count(result, phase=phase, seconds=time.monotonic() - started)
-        if self.reference is not None:
-            self.compare(result)
+        difference = self.compare(result) if self.reference is not None else None
+        return result, difference
+
+    def _count(
+        self,
+        result: CaseResult,
+        phase: str,
+        seconds: float,
+        difference: dict[str, Any] | None = None,
+    ) -> None:
+        """Put a case's result in the report (in schedule order: the caller's job)."""
+        self.report.count(result, phase=phase, seconds=seconds)
+        if difference is not None:
+            self.report.differences.append(difference)
+        if self.disagreement is None and self.settings.engine == "compare":
+            self.disagreement = next((e for e in result.errors if e.startswith(_BUG)), None)
         if self.on_case is not None:
             self.on_case(self.report)
-        return result
 
     def plan(self, more: int) -> None:
         """Expect ``more`` cases after those run so far (and say so to ``on_case``)."""
@@ -165,32 +190,35 @@ class _Explorer:
         if self.on_case is not None:
             self.on_case(self.report)
 
-    def compare(self, result: CaseResult) -> None:
-        """Run the reference worker under the same schedule; record where the ends differ."""
+    def compare(self, result: CaseResult) -> dict[str, Any] | None:
+        """Run the reference worker under the same schedule; where the ends differ, if they
+        do."""
         assert self.reference is not None
         theirs = run_case(
             self.reference, result.schedule, base_dir=self.base_dir, name="reference"
         ).outcomes
-        if theirs != result.outcomes:
-            ours = set(result.outcomes)
-            self.report.differences.append(
-                {
-                    "schedule": str(result.schedule),
-                    "worker_only": sorted(ours - set(theirs)),
-                    "reference_only": sorted(set(theirs) - ours),
-                }
-            )
+        if theirs == result.outcomes:
+            return None
+        ours = set(result.outcomes)
+        return {
+            "schedule": str(result.schedule),
+            "worker_only": sorted(ours - set(theirs)),
+            "reference_only": sorted(set(theirs) - ours),
+        }
 
     def fail(self, result: CaseResult) -> None:
         disagreement = None
         if self.engine is not None and self.settings.engine != "compare":
             # Confirmed by a real kill: the schedule the processes way, in fresh processes.
-            found, result = result, run_case(
-                self.scenario,
-                result.schedule,
-                base_dir=self.base_dir,
-                name="confirm",
-                expected=self.expected,
+            found, result = (
+                result,
+                run_case(
+                    self.scenario,
+                    result.schedule,
+                    base_dir=self.base_dir,
+                    name="confirm",
+                    expected=self.expected,
+                ),
             )
             disagreement = _disagreement(found, result)
         disagreement = disagreement or self.disagreement
@@ -216,9 +244,7 @@ class _Explorer:
             replay_command=_replay_command(self.nodeid, token),
             violations=tuple(str(v) for v in result.violations),
             invariants=tuple(sorted({v.invariant for v in result.violations}, key=invariant_key)),
-            titles={
-                v.invariant: v.says for v in result.violations if isinstance(v.invariant, str)
-            },
+            titles={v.invariant: v.says for v in result.violations if isinstance(v.invariant, str)},
             errors=result.errors
             + ((disagreement,) if disagreement and disagreement not in result.errors else ()),
             timeline=result.timeline,
@@ -248,11 +274,49 @@ class _Explorer:
             if schedule.faults
         ]
         self.plan(len(todo))
+        jobs = min(self.settings.jobs, len(todo))
+        if jobs > 1:
+            self._exhaustive_jobs(todo, jobs)
+            return
         for schedule in todo:
             result = self.run(schedule, "exhaustive")
             if not result.passed:
                 self.fail(result)
                 return
+
+    def _exhaustive_jobs(self, todo: list[Schedule], jobs: int) -> None:
+        """``todo`` on ``jobs`` jobs (``jobs.py``), each with an engine of its own; the report
+        is the one a single job gives."""
+        with contextlib.ExitStack() as stack:
+            engines: list[StatesEngine | None] = [self.engine]
+            for n in range(1, jobs):
+                engine = None
+                if self.engine is not None:
+                    engine = stack.enter_context(
+                        StatesEngine(
+                            self.scenario,
+                            base_dir=self.base_dir,
+                            name=f"states-{self.nodeid}-job{n}",
+                            keep_budget=self.engine.keep_budget,
+                        )
+                    )
+                engines.append(engine)
+
+            def job(engine: StatesEngine | None) -> Callable[[Schedule], Ran]:
+                return lambda schedule: self._case(schedule, engine)
+
+            def counted(ran: Ran, seconds: float) -> None:
+                self._count(ran[0], "exhaustive", seconds, ran[1])
+
+            failed = run_in_order(
+                todo,
+                [job(engine) for engine in engines],
+                failed=lambda ran: not ran[0].passed,
+                on_result=counted,
+            )
+            self.jobs_statistics = [e.statistics() for e in engines[1:] if e is not None]
+        if failed is not None:
+            self.fail(failed[0])
 
     def hypothesis(self, space: Space) -> None:
         from hypothesis import HealthCheck, given, seed
@@ -331,11 +395,15 @@ def _disagreement(found: CaseResult, confirmed: CaseResult) -> str | None:
         return f"{what}, end state {fingerprint[:12]}{errors}"
 
     return (
-        "crashpoints harness bug: the states engine and a real kill disagree on this "
+        f"{_BUG} the states engine and a real kill disagree on this "
         f"schedule: constructed crash state {text(found)}; real SIGKILL {text(confirmed)}. "
         "The report above is the real kill's. Please report this; --crashpoints-engine="
         "processes runs every schedule the real way meanwhile."
     )
+
+
+#: How a disagreement between the engines begins.
+_BUG = "crashpoints harness bug:"
 
 
 class _CaseFailed(AssertionError):
@@ -390,12 +458,22 @@ def _explore(
     with contextlib.ExitStack() as stack:
         if settings.engine != "processes" and settings.replay is None and states_supported():
             explorer.engine = stack.enter_context(
-                StatesEngine(scenario, base_dir=base_dir, name=f"states-{nodeid}")
+                StatesEngine(
+                    scenario,
+                    base_dir=base_dir,
+                    name=f"states-{nodeid}",
+                    keep_budget=KEEP_BUDGET // max(1, settings.jobs),  # the jobs share memory
+                )
             )
         report = _run_explorer(explorer, scenario, settings)
         report.engine = {"name": "processes"}
         if explorer.engine is not None:
-            report.engine = {"name": settings.engine, **explorer.engine.statistics()}
+            statistics = explorer.engine.statistics()
+            for more in explorer.jobs_statistics:
+                statistics = {k: v + more.get(k, 0) for k, v in statistics.items()}
+            report.engine = {"name": settings.engine, **statistics}
+        if settings.jobs > 1:
+            report.engine["jobs"] = settings.jobs
         return report
 
 
@@ -421,5 +499,3 @@ def _run_explorer(
         if explorer.report.failure is None:
             explorer.top_up(space)
     return explorer.report
-
-

@@ -536,13 +536,21 @@ class CaseRun:
 def _prepare_parent() -> None:
     """Import, in the parent, what every worker and recovery process would import, and
     prime the wall-time pin, so that forked children start warm."""
+    import contextlib
+    import encodings.idna  # noqa: F401  (socket and httpx encode host names with it)
+    import socket
+
     import fake_providers  # noqa: F401
 
     from .._agent import adapters, recovery, toolcall  # noqa: F401
-    from .._inject import transport  # noqa: F401
+    from .._inject import commits, transport, wire  # noqa: F401
+    from .._ledger import sqlite  # noqa: F401
     from .._process.clock import prime_wall_time_pins
-    from . import reference  # noqa: F401
+    from . import authority_store, reference  # noqa: F401
 
+    # The resolver loads its name-service modules on first use: once here, not per child.
+    with contextlib.suppress(OSError):
+        socket.getaddrinfo("localhost", 80, type=socket.SOCK_STREAM)
     prime_wall_time_pins()
 
 

@@ -69,6 +69,7 @@ action at B leaves the connection in the middle of a response: the client's erro
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 import socket
@@ -415,6 +416,14 @@ def install_wire_hooks(
         setattr(socket.socket, name, hook)
 
 
+def _is_ip(host: object) -> bool:
+    try:
+        ipaddress.ip_address(str(host))
+    except ValueError:
+        return False
+    return True
+
+
 def _resolved(addresses: Collection[tuple[str, int]]) -> set[tuple[str, int]]:
     keys = set()
     for address in addresses:
@@ -425,6 +434,8 @@ def _resolved(addresses: Collection[tuple[str, int]]) -> set[tuple[str, int]]:
                 "('127.0.0.1', 8080)."
             )
         keys.add(key)
+        if _is_ip(address[0]):
+            continue  # an address already: nothing to resolve
         try:
             infos = socket.getaddrinfo(address[0], address[1], type=socket.SOCK_STREAM)
         except OSError:

@@ -102,7 +102,6 @@ BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END
 )
 
 
-
 #: The tables every ledger of this schema version has.
 _TABLES = ("attempts", "events")
 
@@ -272,6 +271,9 @@ class Ledger:
         raise sqlite3.OperationalError("the ledger could not be switched to WAL mode")
 
     def _ensure_schema(self, conn: sqlite3.Connection) -> None:
+        (version,) = conn.execute("PRAGMA user_version").fetchone()
+        if version == SCHEMA_VERSION:
+            return  # set in the transaction that created the schema: nothing to check or make
         conn.execute("BEGIN IMMEDIATE")
         try:
             if self._check_version(conn):

@@ -69,6 +69,15 @@ def _engine(text: str) -> str:
     return text
 
 
+def _jobs(text: str) -> int | str:
+    if text == "auto":
+        return text
+    must = "it must be a whole number of 1 or more, or 'auto'"
+    if _whole(text, must) < 1:
+        raise ValueError(must)
+    return int(text)
+
+
 def _seed(text: str) -> int | str:
     if text == "last":
         return text
@@ -160,6 +169,15 @@ OPTIONS = (
         "ENGINE",
     ),
     Option(
+        "jobs",
+        "crash states of one test checked at once in exhaustive mode, each job in a world of "
+        "its own; auto: the cores this process may use, divided among the xdist workers "
+        "(default: auto)",
+        _jobs,
+        "auto",
+        "N|auto",
+    ),
+    Option(
         "max_examples",
         "schedules Hypothesis tries per test (default: the Hypothesis profile's)",
         _positive_int,
@@ -232,6 +250,7 @@ class SessionOptions:
     seed: int | str | None
     mode: str
     engine: str
+    jobs: int | str
     max_examples: int | None
     max_faults: int | None
     replay: str | None

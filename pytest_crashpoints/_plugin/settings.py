@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from .marker import CrashMarker
     from .options import SessionOptions
 
-__all__ = ["resolve"]
+__all__ = ["AUTO_JOBS_LIMIT", "auto_jobs", "resolve"]
 
 
 def resolve(marker: CrashMarker, options: SessionOptions, *, seed: int | None) -> CrashSettings:
@@ -35,4 +35,25 @@ def resolve(marker: CrashMarker, options: SessionOptions, *, seed: int | None) -
         ),
         replay=options.replay,
         engine=marker.engine or options.engine,  # type: ignore[arg-type]
+        jobs=auto_jobs() if options.jobs == "auto" else int(options.jobs),
     )
+
+
+#: Most jobs ``auto`` chooses: each job's harness work shares this process's interpreter.
+AUTO_JOBS_LIMIT = 4
+
+
+def auto_jobs() -> int:
+    """The cores this process may use, divided among the xdist workers of the session (each
+    worker is one such process), at most :data:`AUTO_JOBS_LIMIT`; at least 1."""
+    import os
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    except ValueError:
+        workers = 1
+    return max(1, min(AUTO_JOBS_LIMIT, cores // workers))

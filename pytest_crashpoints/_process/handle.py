@@ -44,6 +44,7 @@ __all__ = [
     "Worker",
     "kill_group",
     "kill_live_workers",
+    "signal_live_workers",
     "live_worker_pids",
     "register",
     "start_process",
@@ -326,8 +327,6 @@ class Worker:
         )
 
 
-
-
 def _pidfd(pid: int) -> int | None:
     """A descriptor readable once process ``pid`` has ended (Linux 5.3+), else None."""
     opener = getattr(os, "pidfd_open", None)
@@ -373,6 +372,13 @@ def live_worker_pids() -> frozenset[int]:
     return frozenset(_live)
 
 
+def signal_live_workers() -> None:
+    """Send ``SIGKILL`` to every live worker's group, and leave reaping to whoever waits on
+    it (another thread may be in its ``wait``: a handle is reaped by one thread only)."""
+    for pid in list(_live):
+        kill_group(pid)
+
+
 def kill_live_workers() -> None:
     """Kill and reap every live worker of this process (its whole process group)."""
     for worker in list(_live.values()):
@@ -384,4 +390,3 @@ def kill_live_workers() -> None:
 # Registered after multiprocess's exit hook, so this runs first (atexit is LIFO) and that hook
 # never joins a hung worker.
 atexit.register(kill_live_workers)
-

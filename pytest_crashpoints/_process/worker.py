@@ -11,8 +11,10 @@ guarantees of ``handle`` hold for them as well.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .._inject.failpoints import Fault
@@ -22,9 +24,27 @@ from .clock import HarnessClock
 from .handle import StartMethod, Worker, register, start_process
 from .outcome import Outcome
 
-__all__ = ["DEFAULT_TIMEOUT", "StartMethod", "run_worker", "start_worker"]
+__all__ = ["DEFAULT_TIMEOUT", "StartMethod", "run_worker", "start_worker", "stopping_workers"]
 
 DEFAULT_TIMEOUT = 60.0
+
+#: Set while the harness is interrupted: no new worker may start (see ``stopping_workers``).
+_stopping = threading.Event()
+
+
+@contextlib.contextmanager
+def stopping_workers() -> Iterator[None]:
+    """While the block runs, every live worker is killed and no new one starts (starting one
+    raises ``KeyboardInterrupt``): for an interrupted harness whose other threads are running
+    cases, so that each ends at once and reaps its own workers."""
+    from .handle import signal_live_workers
+
+    _stopping.set()
+    try:
+        signal_live_workers()
+        yield
+    finally:
+        _stopping.clear()
 
 
 def start_worker(
@@ -56,6 +76,8 @@ def start_worker(
         raise HarnessUsageError(
             f"start_method {start_method!r} is not supported; use 'fork' (default) or 'spawn'."
         )
+    if _stopping.is_set():
+        raise KeyboardInterrupt("the harness is being interrupted: no new worker starts")
     plan = tuple(faults)
     for fault in plan:
         if not isinstance(fault, Fault):
@@ -78,6 +100,10 @@ def start_worker(
     if worker is None:
         worker = start_process(fn, start_method=start_method, **request)
     register(worker)
+    if _stopping.is_set():  # started while the harness was being interrupted: it ends now
+        from .handle import kill_group
+
+        kill_group(worker.pid)
     return worker
 
 
@@ -109,5 +135,3 @@ def run_worker(
         log=log,
     )
     return worker.wait()
-
-

@@ -253,6 +253,8 @@ def test_bad_marker_arguments_give_one_clear_error(
         ([], {"PYTEST_CRASHPOINTS_MAX_FAULTS": "2.5"}, "'2.5': it must be a whole number of 1"),
         (["--crashpoints-seed=x"], {}, "'x': it must be a whole number of 0 or more, or 'last'"),
         (["--crashpoints-report=."], {}, "--crashpoints-report has the value '.': it is a dir"),
+        (["--crashpoints-jobs=0"], {}, "'0': it must be a whole number of 1 or more, or 'auto'"),
+        ([], {"PYTEST_CRASHPOINTS_JOBS": "all"}, "PYTEST_CRASHPOINTS_JOBS has the value 'all'"),
         (
             ["--crashpoints-report=a-file/report.json"],
             {},
@@ -630,3 +632,17 @@ def test_the_marker_engine_wins_over_the_session_option(pytester: pytest.Pyteste
         for t in json.loads(report.read_text())["tests"]
     }
     assert engines == {"test_good": "processes", "test_default": "compare"}
+
+
+def test_jobs_reach_the_exhaustive_phase(pytester: pytest.Pytester) -> None:
+    """``--crashpoints-jobs=2`` runs an exhaustive test's cases on two jobs (the report says
+    so) with the verdict and cases of one job; ``1`` keeps one."""
+    pytester.makepyfile(SCENARIO + GOOD.replace("{mode}", "exhaustive"))
+    reports = {}
+    for jobs in ("1", "2"):
+        report = pytester.path / f"report-{jobs}.json"
+        result = run(pytester, f"--crashpoints-jobs={jobs}", f"--crashpoints-report={report}")
+        result.assert_outcomes(passed=1)
+        (reports[jobs],) = json.loads(report.read_text())["tests"]
+    assert reports["2"]["engine"]["jobs"] == 2 and "jobs" not in reports["1"]["engine"]
+    assert reports["1"]["cases"] == reports["2"]["cases"] > 1
