@@ -307,7 +307,9 @@ statistics (states recorded and kept) differ, since each job records the deliver
 An interruption kills every job's processes, lets no new one start and waits for the jobs to
 end. `auto`, the default, divides the cores this process may use by the xdist workers of the
 session (at most 4 jobs): under `-n auto` each worker keeps one job, since the cores are
-taken. Hypothesis mode draws one schedule after the other and runs one case at a time.
+taken. Hypothesis mode draws one schedule after the other and runs one case at a time; a
+test marked `engine="processes"` keeps its durable state outside its run directory (a broker,
+a database server), where two cases at once would meet, and runs one case at a time too.
 
 On this 2-core machine, with no xdist, two jobs checked the e-mail scenario's crash states
 1.45x as fast as one (21.4 against 14.7 per second, `python -m bench.engines --quick`,

@@ -35,8 +35,16 @@ def resolve(marker: CrashMarker, options: SessionOptions, *, seed: int | None) -
         ),
         replay=options.replay,
         engine=marker.engine or options.engine,  # type: ignore[arg-type]
-        jobs=auto_jobs() if options.jobs == "auto" else int(options.jobs),
+        jobs=_jobs(marker, options),
     )
+
+
+def _jobs(marker: CrashMarker, options: SessionOptions) -> int:
+    """A test marked ``engine="processes"`` keeps its durable state outside its run directory
+    (a broker, a database server): two of its cases at once would share it. One job."""
+    if marker.engine == "processes":
+        return 1
+    return auto_jobs() if options.jobs == "auto" else int(options.jobs)
 
 
 #: Most jobs ``auto`` chooses: each job's harness work shares this process's interpreter.

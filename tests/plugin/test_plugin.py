@@ -636,13 +636,23 @@ def test_the_marker_engine_wins_over_the_session_option(pytester: pytest.Pyteste
 
 def test_jobs_reach_the_exhaustive_phase(pytester: pytest.Pytester) -> None:
     """``--crashpoints-jobs=2`` runs an exhaustive test's cases on two jobs (the report says
-    so) with the verdict and cases of one job; ``1`` keeps one."""
-    pytester.makepyfile(SCENARIO + GOOD.replace("{mode}", "exhaustive"))
+    so) with the verdict and cases of one job; ``1`` keeps one; a test marked
+    ``engine="processes"`` (state outside its run directory) keeps one whatever it says."""
+    pytester.makepyfile(
+        SCENARIO
+        + GOOD.replace("{mode}", "exhaustive")
+        + GOOD.replace("{mode}", "exhaustive")
+        .replace("test_good", "test_outside")
+        .replace("max_examples=3)", 'max_examples=3, engine="processes")')
+    )
     reports = {}
     for jobs in ("1", "2"):
         report = pytester.path / f"report-{jobs}.json"
         result = run(pytester, f"--crashpoints-jobs={jobs}", f"--crashpoints-report={report}")
-        result.assert_outcomes(passed=1)
-        (reports[jobs],) = json.loads(report.read_text())["tests"]
-    assert reports["2"]["engine"]["jobs"] == 2 and "jobs" not in reports["1"]["engine"]
-    assert reports["1"]["cases"] == reports["2"]["cases"] > 1
+        result.assert_outcomes(passed=2)
+        for test in json.loads(report.read_text())["tests"]:
+            reports[jobs, test["nodeid"].rsplit("::", 1)[1]] = test
+    assert reports["2", "test_good"]["engine"]["jobs"] == 2
+    assert "jobs" not in reports["1", "test_good"]["engine"]
+    assert "jobs" not in reports["2", "test_outside"]["engine"]
+    assert reports["1", "test_good"]["cases"] == reports["2", "test_good"]["cases"] > 1
