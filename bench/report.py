@@ -392,8 +392,9 @@ close, about 45% of the one-worker time: pytest-xdist runs a test on one worker,
 it ran 30% slower than alone, the two workers sharing two cores with their fork servers) and by
 pytest-xdist's start-up of each worker (about 3 s of the wall time). The scheduling itself is
 close to the best split (the month-end close and one more test on one worker, the five others
-on the other). Running a test's cases in parallel would shorten the tail, not the total, and
-would speed up `-n 1` as much as `-n 2`.
+on the other). Running a test's cases in parallel shortens the tail, not the total:
+`--crashpoints-jobs` (see "Jobs" above) does it where cores are free, and `auto` gives each
+xdist worker one job, so item 2's sweep is unchanged by it.
 """
 
 
