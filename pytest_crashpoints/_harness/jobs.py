@@ -36,11 +36,11 @@ class _Shared(Generic[T]):
     def __init__(self, total: int) -> None:
         self.changed = threading.Condition()
         self.next = 0
-        #: No schedule from here on runs: past the first failure found so far.
+        #: No item from here on runs: past the first failure (or error) found so far.
         self.limit = total
         self.stop = False
         self.results: dict[int, tuple[T, float]] = {}
-        self.errors: list[BaseException] = []
+        self.errors: dict[int, BaseException] = {}
 
     def take(self) -> int | None:
         with self.changed:
@@ -49,6 +49,11 @@ class _Shared(Generic[T]):
                 return None
             self.next = index + 1
             return index
+
+    def end_at(self, index: int) -> None:
+        """Item ``index`` ended the run (failed, or raised): nothing after it starts."""
+        self.limit = min(self.limit, index + 1)
+        self.changed.notify_all()
 
 
 def run_in_order(
@@ -61,24 +66,26 @@ def run_in_order(
     """Run every item on one of ``jobs`` (each called from a thread of its own, one item at
     a time); call ``on_result(result, seconds)`` in item order, in this thread. Stop after
     the first result (in item order) that ``failed`` says failed, and return it; ``None`` if
-    none failed. An exception in a job is raised here once the jobs have ended."""
+    none failed. An item whose job raised is an end too: the exception is raised here, once
+    every item before it has been handed to ``on_result`` (as one job would have met it)."""
     shared: _Shared[T] = _Shared(len(items))
 
     def job(run: Callable[[S], T]) -> None:
-        try:
-            while (index := shared.take()) is not None:
-                started = time.monotonic()
+        while (index := shared.take()) is not None:
+            started = time.monotonic()
+            try:
                 result = run(items[index])
+            except BaseException as exc:
                 with shared.changed:
-                    shared.results[index] = (result, time.monotonic() - started)
-                    if failed(result) and index < shared.limit:
-                        shared.limit = index + 1  # nothing after the first failure is needed
-                    shared.changed.notify_all()
-        except BaseException as exc:
+                    shared.errors[index] = exc
+                    shared.end_at(index)
+                return
             with shared.changed:
-                shared.errors.append(exc)
-                shared.stop = True
-                shared.changed.notify_all()
+                shared.results[index] = (result, time.monotonic() - started)
+                if failed(result):
+                    shared.end_at(index)
+                else:
+                    shared.changed.notify_all()
 
     threads = [
         threading.Thread(target=job, args=(run,), name=f"crashpoints-job-{n}", daemon=True)
@@ -89,9 +96,11 @@ def run_in_order(
     try:
         return _in_order(shared, failed, on_result)
     except BaseException:
+        # Interrupted, or an item raised: what the jobs run now (items after it) ends, and
+        # nothing new starts.
         with shared.changed:
             shared.stop = True
-        with stopping_workers():  # what the jobs run now ends, and nothing new starts
+        with stopping_workers():
             for thread in threads:
                 thread.join()
         raise
@@ -108,12 +117,11 @@ def _in_order(
     done = 0
     while True:
         with shared.changed:
-            while done not in shared.results and not shared.errors and done < shared.limit:
+            while done not in shared.results and done not in shared.errors and done < shared.limit:
                 # A timed wait: an interruption (SIGINT) reaches this thread between two.
                 shared.changed.wait(0.2)
-            if shared.errors:
-                stop_and_raise = shared.errors[0]
-                break
+            if done in shared.errors:
+                raise shared.errors[done]
             if done >= shared.limit:
                 return None
             result, seconds = shared.results.pop(done)
@@ -121,7 +129,3 @@ def _in_order(
         done += 1
         if failed(result):
             return result
-    # A job raised: wait for the others to end, then raise it here.
-    with shared.changed:
-        shared.stop = True
-    raise stop_and_raise
