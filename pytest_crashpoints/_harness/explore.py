@@ -132,6 +132,8 @@ class _Explorer:
         self.disagreement: str | None = None
         #: What the engines of jobs 2, 3, ... did (``StatesEngine.statistics``).
         self.jobs_statistics: list[dict[str, int]] = []
+        #: How many jobs ran the exhaustive phase (1: it ran one case at a time, or not at all).
+        self.jobs_used = 1
 
     def run(self, schedule: Schedule, phase: str) -> CaseResult:
         started = time.monotonic()
@@ -276,6 +278,7 @@ class _Explorer:
         self.plan(len(todo))
         jobs = min(self.settings.jobs, len(todo))
         if jobs > 1:
+            self.jobs_used = jobs
             self._exhaustive_jobs(todo, jobs)
             return
         for schedule in todo:
@@ -472,8 +475,8 @@ def _explore(
             for more in explorer.jobs_statistics:
                 statistics = {k: v + more.get(k, 0) for k, v in statistics.items()}
             report.engine = {"name": settings.engine, **statistics}
-        if settings.jobs > 1:
-            report.engine["jobs"] = settings.jobs
+        if explorer.jobs_used > 1:
+            report.engine["jobs"] = explorer.jobs_used
         return report
 
 

@@ -99,3 +99,11 @@ def test_an_interruption_ends_every_job(tmp_path: Path) -> None:
         explore(scenario(), settings, base_dir=tmp_path, nodeid="t", on_case=interrupt)
     assert live_worker_pids() == frozenset()
     assert not [t for t in threading.enumerate() if t.name.startswith("crashpoints-job")]
+
+
+def test_the_report_names_jobs_only_where_they_ran(tmp_path: Path) -> None:
+    """Hypothesis mode runs one case at a time whatever the setting: its report says no
+    jobs."""
+    settings = CrashSettings(mode="hypothesis", max_examples=3, max_faults=1, jobs=2)
+    report = explore(scenario(), settings, base_dir=tmp_path, nodeid="t")
+    assert report.verdict == "passed" and "jobs" not in report.engine
