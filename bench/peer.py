@@ -292,19 +292,23 @@ def _crashpoints(engine: str, base: Path) -> dict[str, Any]:
     }
 
 
-def _skipped(note: str, details: dict[str, Any]) -> None:
+def _emit(status: str, figure: str, details: dict[str, Any]) -> None:
     _stats.emit(
         _stats.result(
             10,
             "the peer: pytest-obligation",
             goal="(comparison, no goal)",
             met=None,
-            status="skipped",
-            figure=f"not measured: {note}",
+            status=status,
+            figure=figure,
             command=COMMAND,
             details=details,
         )
     )
+
+
+def _skipped(note: str, details: dict[str, Any]) -> None:
+    _emit("skipped", f"not measured: {note}", details)
 
 
 def _per_second(cases: list[int], seconds: list[float]) -> float:
@@ -395,18 +399,7 @@ def main() -> None:
             f"{runs[-1]['processes']} processes, {how[engine]}; {case / floor:.0f}x the fork "
             f"floor per case), {ratio:.1f}x the peer, {caught} (invariant 1, {where})"
         )
-    _stats.emit(
-        _stats.result(
-            10,
-            "the peer: pytest-obligation",
-            goal="(comparison, no goal)",
-            met=None,
-            status="measured",
-            figure="; ".join(parts),
-            command=COMMAND,
-            details=details,
-        )
-    )
+    _emit("measured", "; ".join(parts), details)
 
 
 if __name__ == "__main__":

@@ -98,17 +98,19 @@ def run_in_order(
     except BaseException:
         # Interrupted, or an item raised: what the jobs run now (items after it) ends, and
         # nothing new starts.
-        with shared.changed:
-            shared.stop = True
         with stopping_workers():
-            for thread in threads:
-                thread.join()
+            _end(shared, threads)
         raise
     finally:
-        with shared.changed:
-            shared.stop = True
-        for thread in threads:
-            thread.join()
+        _end(shared, threads)
+
+
+def _end(shared: _Shared[T], threads: list[threading.Thread]) -> None:
+    """No job takes another item; wait for each to finish the one it has."""
+    with shared.changed:
+        shared.stop = True
+    for thread in threads:
+        thread.join()
 
 
 def _in_order(
