@@ -275,7 +275,15 @@ def pytest_runtest_makereport(
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     fixture = item.stash.get(fixture_key, None)
-    if call.when == "call" and fixture is not None and fixture.report is not None:
+    if fixture is None or fixture.report is None:
+        # No exploration report: a crash test that ended in an error is still reported.
+        data = _error_data(item, call, report, fixture)
+        if data is not None:
+            data["outcome"] = report.outcome
+            setattr(report, REPORT_ATTR, json.dumps(data))
+            item.user_properties.extend(junit_properties(data, outcome=report.outcome))
+        return report
+    if call.when == "call":
         data = fixture.report.to_json()
         data["expect"] = list(fixture.marker.expect)
         # The gate holds a test to its coverage only if the test itself is strict.
@@ -290,6 +298,56 @@ def pytest_runtest_makereport(
             # it in the JUnit XML), as for a test of its own.
             item.hypothesis_statistics = fixture.statistics  # type: ignore[attr-defined]
     return report
+
+
+def _error_data(
+    item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport, fixture: Any
+) -> dict[str, Any] | None:
+    """The report entry of a crash test (marked, or using the fixture) that ended in an error
+    in ``call.when`` (``setup`` or ``call``) without an exploration report; None for any
+    other test or phase."""
+    if call.when not in ("setup", "call") or report.skipped:
+        return None
+    marked = item.get_closest_marker("crashpoints") is not None
+    if not marked and fixture is None:
+        return None
+    from ._plugin.testerror import error_result
+
+    expect = []
+    parsed = item.stash.get(marker_key, None)
+    if parsed is not None and not isinstance(parsed, str):
+        expect = list(parsed.expect)
+    partial = None
+    if fixture is not None and fixture.partial is not None:
+        partial = fixture.partial.to_json()
+    if report.passed:
+        if call.when != "call" or fixture is None or fixture.ran:
+            return None
+        return error_result(
+            item.nodeid,
+            RuntimeError("the test never called crashpoints.run: it ran no crash case"),
+            when=call.when,
+            expect=expect,
+            origin=("user code", None),
+        )
+    if call.excinfo is None:
+        return None
+    exc: BaseException = call.excinfo.value
+    if fixture is not None and fixture.error is not None:
+        return error_result(
+            item.nodeid, fixture.error, when=call.when, partial=partial, expect=expect,
+            origin=fixture.error_origin,
+        )
+    if isinstance(exc, pytest.fail.Exception) and str(exc).startswith("crashpoints: "):
+        # A mistake in how the test is set up, said in one line (a bad marker, a missing
+        # argument): the user's to fix.
+        text = str(exc).splitlines()[0].removeprefix("crashpoints: ")
+        text = text.removeprefix(f"{item.nodeid}: ").removeprefix(f"bad marker on {item.nodeid}: ")
+        return error_result(
+            item.nodeid, exc, when=call.when, partial=partial, expect=expect,
+            origin=("user code", None), message=f"set-up: {text}",
+        )
+    return error_result(item.nodeid, exc, when=call.when, partial=partial, expect=expect)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -131,7 +131,11 @@ def _conclude(
         return GATE_ERROR
     totals = report_totals(document["tests"])
     passed = (
-        status == 0 and totals["failed"] == 0 and not totals["unreached"] and not totals["unkilled"]
+        status == 0
+        and totals["failed"] == 0
+        and totals["errors"] == 0
+        and not totals["unreached"]
+        and not totals["unkilled"]
     )
     text = render_markdown(document, passed=passed)
     new_report.replace(report)

@@ -58,6 +58,7 @@ def report_totals(tests: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "passed": verdicts.count("passed"),
         "caught": verdicts.count("caught"),
         "failed": verdicts.count("failed"),
+        "errors": verdicts.count("error"),
         "reached": reached,
         "unreached": unreached,
         "unkilled": unkilled,
@@ -69,7 +70,9 @@ def why(test: Mapping[str, Any]) -> str:
     verdict = verdict_of(test)
     failure = test.get("failure") or {}
     if test.get("error"):
-        return f"error: {test['error']}"
+        origin = test.get("error_origin")
+        at = f" at {test['error_at']}" if test.get("error_at") else ""
+        return f"error in {origin}{at}: {test['error']}" if origin else f"error: {test['error']}"
     if test.get("expect") and (verdict == "failed" or not failure):
         found = set(failure.get("invariants", []))
         if not set(test["expect"]) <= found:
@@ -116,7 +119,8 @@ def render_table(document: Mapping[str, Any]) -> str:
     lines += [
         "",
         f"{totals['tests']} tests, {totals['cases']} cases: {totals['passed']} passed, "
-        f"{totals['caught']} broken agents caught, {totals['failed']} failed",
+        f"{totals['caught']} broken agents caught, {totals['failed']} failed, "
+        f"{totals['errors']} error(s)",
         f"points reached: {', '.join(totals['reached']) or 'none'}",
     ]
     if totals["unreached"]:
@@ -142,7 +146,7 @@ def render_markdown(document: Mapping[str, Any], *, passed: bool) -> str:
     lines += [
         f"{totals['tests']} tests, {totals['cases']} crash cases (seed {document.get('seed')}): "
         f"{totals['passed']} passed, {totals['caught']} broken agents caught, "
-        f"{totals['failed']} failed.",
+        f"{totals['failed']} failed, {totals['errors']} error(s).",
         "",
         "| test | verdict | cases | expected | violations | why |",
         "|---|---|---|---|---|---|",

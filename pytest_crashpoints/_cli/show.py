@@ -31,6 +31,9 @@ def show(path: Path, *, out: TextIO | None = None) -> int:
             print("", file=out)
             print(title, file=out)
             print("=" * len(title), file=out)
+            origin = test.get("error_origin")
+            at = f" at {test['error_at']}" if test.get("error_at") else ""
+            print(f"error in {origin}{at}:" if origin else "error:", file=out)
             print(test["error"], file=out)
     failures = [t for t in document["tests"] if t.get("failure")]
     for test in failures:
@@ -45,7 +48,7 @@ def show(path: Path, *, out: TextIO | None = None) -> int:
         print("timeline:", file=out)
         print(failure["timeline"], file=out)
         print(f"replay: {failure['replay_command']}", file=out)
-    return 1 if any(verdict_of(t) == "failed" for t in document["tests"]) else 0
+    return 1 if any(verdict_of(t) in ("failed", "error") for t in document["tests"]) else 0
 
 
 def show_schedules(path: Path, test: str, *, out: TextIO | None = None) -> int:

@@ -106,6 +106,13 @@ class CrashpointsFixture:
     #: Where progress goes after each case (live lines, or an xdist worker's file); ``None``:
     #: nowhere.
     progress: Any = None
+    #: Whether ``run`` was called.
+    ran: bool = False
+    #: The exploration report so far (kept when ``run`` ends in an error midway).
+    partial: ExplorationReport | None = None
+    #: What ``run`` raised instead of returning, and whose code raised it (``origin_of``).
+    error: BaseException | None = None
+    error_origin: tuple[str, str | None] | None = None
 
     def settings(self) -> CrashSettings:
         """This test's settings: its marker over the session's options."""
@@ -154,6 +161,51 @@ class CrashpointsFixture:
         Returns the report when every schedule passed (or, with ``expect=``, when the
         expected violation was caught).
         """
+        from ..errors import CrashpointsError
+        from .testerror import origin_of
+
+        if self.ran:
+            raise pytest.fail.Exception(
+                f"crashpoints: {self.nodeid}: crashpoints.run was already called in this test; "
+                "call it once per test (put several messages in one run, or write one test "
+                "per scenario).",
+                pytrace=False,
+            )
+        self.ran = True
+        try:
+            return self._run(
+                worker=worker, recover=recover, command=command,
+                recover_command=recover_command, messages=messages, authorities=authorities,
+                ledger_view=ledger_view, transport_points=transport_points,
+                reference_messages=reference_messages, invariants=invariants, model=model,
+                setup=setup,
+            )
+        except pytest.fail.Exception:
+            raise  # a verdict (violations, coverage) or a set-up mistake, said in one line
+        except BaseException as exc:
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            self.error = exc
+            cause = exc.__cause__ if isinstance(exc, CrashpointsError) else exc
+            self.error_origin = origin_of(cause or exc)
+            raise
+
+    def _run(
+        self,
+        *,
+        worker: Callable[[Any, Context], object] | None,
+        recover: Callable[[Context], object] | None,
+        command: Sequence[str] | None,
+        recover_command: Sequence[str] | None,
+        messages: Sequence[Mapping[str, Any]],
+        authorities: Mapping[str, Authority] | None,
+        ledger_view: Callable[[Context], LedgerView] | None,
+        transport_points: Sequence[str],
+        reference_messages: Sequence[Mapping[str, Any]] | None,
+        invariants: Sequence[Invariant],
+        model: Script | None,
+        setup: Callable[[Context], object] | None,
+    ) -> ExplorationReport:
         from .._harness.explore import explore
         from .._harness.invariants import invariant_key, invariant_name
         from .._harness.report import render_failure
@@ -162,11 +214,6 @@ class CrashpointsFixture:
         from ..errors import CrashpointsError
 
         try:
-            if self.report is not None:
-                raise CrashpointsError(
-                    "crashpoints.run was already called in this test; call it once per test "
-                    "(put several messages in one run, or write one test per scenario)."
-                )
             providers = self.marker.providers
             if not providers:
                 raise CrashpointsError(
@@ -230,9 +277,11 @@ class CrashpointsFixture:
                     base_dir=self.base_dir,
                     nodeid=self.nodeid,
                     reference=reference,
-                    on_case=self._progress(),
+                    on_case=self._on_case(),
                 )
         except CrashpointsError as exc:
+            if exc.__cause__ is not None:
+                raise  # something broke inside: the report names it, with its origin
             # The harness could not run the test as set up (e.g. a worker that cannot cross to
             # a spawned process): one line that says what to do, not the harness's traceback.
             # "from None": the one line, not the harness's exception chained to it.
@@ -281,6 +330,18 @@ class CrashpointsFixture:
                     pytrace=False,
                 )
         return report
+
+    def _on_case(self) -> Callable[[ExplorationReport], None]:
+        """What runs after each case: the report so far is kept (for a run that ends in an
+        error midway), and progress shown."""
+        progress = self._progress()
+
+        def on_case(report: ExplorationReport) -> None:
+            self.partial = report
+            if progress is not None:
+                progress(report)
+
+        return on_case
 
     def _progress(self) -> Callable[[ExplorationReport], None] | None:
         """Show this test's progress now, and return what shows it after each case."""

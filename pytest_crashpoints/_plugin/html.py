@@ -70,7 +70,7 @@ EXPLANATIONS: dict[int, str] = {
     ),
 }
 
-_ORDER = {"failed": 0, "caught": 1, "passed": 2}
+_ORDER = {"error": 0, "failed": 1, "caught": 2, "passed": 3}
 
 
 def render_html(document: Mapping[str, Any]) -> str:
@@ -79,7 +79,7 @@ def render_html(document: Mapping[str, Any]) -> str:
         document.get("tests", []), key=lambda t: (_ORDER.get(verdict_of(t), 3), t["nodeid"])
     )
     verdicts = [verdict_of(t) for t in tests]
-    status = "FAILED" if "failed" in verdicts else "passed"
+    status = "FAILED" if "failed" in verdicts or "error" in verdicts else "passed"
     if document.get("interrupted"):
         status = "interrupted"
     parts = [
@@ -152,7 +152,7 @@ def _rate(cases: int, seconds: object) -> str:
 
 
 def _verdict(verdict: str) -> str:
-    symbol = {"passed": "✓", "caught": "✓", "failed": "✕"}.get(verdict, "")
+    symbol = {"passed": "✓", "caught": "✓", "failed": "✕", "error": "⚠"}.get(verdict, "")
     return f'<span class="v v-{_e(verdict)}">{symbol} {_e(verdict)}</span>'
 
 
@@ -169,7 +169,7 @@ def _header(document: Mapping[str, Any], tests: Sequence[Mapping[str, Any]], sta
         (
             "verdicts",
             f"{verdicts.count('passed')} passed, {verdicts.count('caught')} broken agents "
-            f"caught, {verdicts.count('failed')} failed",
+            f"caught, {verdicts.count('failed')} failed, {verdicts.count('error')} error(s)",
         ),
         ("cases", str(cases)),
         ("seed", str(document.get("seed", "-"))),
@@ -216,7 +216,8 @@ def _summary(tests: Sequence[Mapping[str, Any]]) -> str:
             '<h2 id="summary-h">Summary</h2>',
             '<div class="scroll" role="region" aria-label="Crash tests" tabindex="0">',
             '<table class="tests">',
-            "<caption>Crash tests: failed first, then broken agents caught, then passed"
+            "<caption>Crash tests: errors first, then failed, then broken agents caught, then "
+            "passed"
             "</caption>",
             "<thead><tr>"
             '<th scope="col">test</th><th scope="col">verdict</th><th scope="col">cases</th>'
@@ -292,7 +293,10 @@ def _test(tid: str, test: Mapping[str, Any]) -> str:
         f"<p>{_e('; '.join(about))}.</p>",
     ]
     if test.get("error"):
-        lines.append(f'<p class="error">{_e(test["error"])}</p>')
+        origin = test.get("error_origin")
+        where = f" at {test['error_at']}" if test.get("error_at") else ""
+        said = f"Error in {origin}{where}: " if origin else "Error: "
+        lines.append(f'<p class="error">{_e(said)}<code>{_e(test["error"])}</code></p>')
     if not failure:
         lines += _gaps(test)
     else:
@@ -906,7 +910,7 @@ caption{text-align:left;color:var(--muted);font-size:.85rem;padding:.2rem 0}
 th,td{border:1px solid var(--line);padding:.25rem .5rem;text-align:left;vertical-align:top}
 thead th{background:var(--soft)}
 td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-.v{font-weight:700;white-space:nowrap}.v-failed{color:var(--bad)}
+.v{font-weight:700;white-space:nowrap}.v-failed,.v-error{color:var(--bad)}
 .v-passed,.v-caught{color:var(--good)}
 .scroll{overflow:auto;max-width:100%}
 .error{color:var(--bad)}

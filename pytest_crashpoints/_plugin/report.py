@@ -52,7 +52,7 @@ def collect(terminalreporter: Any) -> list[dict[str, Any]]:
         for report in reports:
             raw = getattr(report, REPORT_ATTR, None)
             when = getattr(report, "when", None)
-            if isinstance(raw, str) and when == "call":
+            if isinstance(raw, str) and when in ("setup", "call"):
                 data = json.loads(raw)
                 data["outcome"] = report.outcome
                 results[data["nodeid"]] = data
@@ -68,11 +68,13 @@ def _died(nodeid: str, report: Any) -> dict[str, Any]:
     return {
         "nodeid": nodeid,
         "outcome": "failed",
-        "verdict": "failed",
+        "verdict": "error",
         "cases": 0,
         "coverage": {},
         "failure": None,
         "error": text.splitlines()[0] if text else "the test's process died",
+        "error_origin": "harness",
+        "error_phase": "call",
     }
 
 

@@ -12,7 +12,10 @@ __all__ = ["schedule_lines", "summary_lines", "verdict_of"]
 
 
 def verdict_of(result: Mapping[str, Any]) -> str:
-    """passed, caught (a broken-on-purpose agent whose bug was found), or failed."""
+    """passed, caught (a broken-on-purpose agent whose bug was found), failed, or error (the
+    test raised before it had a verdict: its ``error`` says what)."""
+    if result.get("verdict") == "error":
+        return "error"
     if result.get("outcome") != "passed":
         return "failed"
     return "caught" if result.get("expect") else "passed"
@@ -37,7 +40,8 @@ def summary_lines(results: Iterable[Mapping[str, Any]], *, seed: int | None) -> 
     lines = [
         f"{len(results)} crash test(s), {cases} case(s), seed {seed}: "
         f"{verdicts.count('passed')} passed, {verdicts.count('caught')} caught (broken on "
-        f"purpose), {verdicts.count('failed')} failed",
+        f"purpose), {verdicts.count('failed')} failed"
+        + (f", {verdicts.count('error')} error(s)" if "error" in verdicts else ""),
         f"{'point':<20}{'reached':>10}{'killed':>10}",
     ]
     # Faults that are not a place in the code (lost responses, racing recoveries...) are
@@ -64,6 +68,13 @@ def summary_lines(results: Iterable[Mapping[str, Any]], *, seed: int | None) -> 
         found = ", ".join(f"invariant {n}: {c} test(s)" for n, c in ordered)
         lines.append(f"violations: {found}")
     for result in results:
+        if verdict_of(result) == "error":
+            at = f" at {result['error_at']}" if result.get("error_at") else ""
+            lines.append(
+                f"ERROR in {result['nodeid']} ({result.get('error_origin', 'harness')}{at}): "
+                f"{result.get('error', 'the test raised')}"
+            )
+            continue
         # Exploration stops at the first failure: then unreached points say nothing.
         if result.get("unreached") and not result.get("failure"):
             lines.append(

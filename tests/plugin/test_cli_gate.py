@@ -218,19 +218,20 @@ def test_dies(crashpoints):
 """
 
 
-def test_a_test_whose_xdist_worker_crashed_is_listed_as_failed(
+def test_a_test_whose_xdist_worker_crashed_is_listed_as_an_error(
     suite: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     (suite / "test_suite.py").write_text(SUITE.replace("{expect}", "1") + DIES)
     assert main(["gate", "crash", "--", "-p", "no:randomly", "-n", "2"]) == 1
     out = capfd.readouterr().out
-    assert "crash/test_suite.py::test_dies    failed   0" in out
-    assert "1 passed, 1 broken agents caught, 1 failed" in out
+    assert "crash/test_suite.py::test_dies    error    0" in out
+    assert "1 passed, 1 broken agents caught, 0 failed, 1 error(s)" in out
     assert "crashpoints gate: FAILED" in out
     document = json.loads(Path("crashpoints-report.json").read_text())
     assert_follows_the_report_schema(document)  # the died test, a caught one, a passed one
     [died] = [t for t in document["tests"] if t["nodeid"].endswith("::test_dies")]
-    assert died["verdict"] == "failed" and "crashed while running" in died["error"]
+    assert died["verdict"] == "error" and "crashed while running" in died["error"]
+    assert died["error_origin"] == "harness"
     assert "crashed while running" in Path("crashpoints-summary.md").read_text()
     assert main(["show", "crashpoints-report.json"]) == 1
     assert "crashed while running 'crash/test_suite.py::test_dies'" in capfd.readouterr().out
@@ -248,3 +249,98 @@ def test_a_pytest_option_before_the_double_dash_says_where_it_goes(
         "crashpoints gate ... -- -p no:cacheprovider" in err
     )
     assert list(suite.parent.glob("crashpoints-*")) == []
+
+
+RAISES = """
+import httpx, pytest
+
+def worker(message, ctx):
+    httpx.post(ctx.base_url("email") + "/v3/mail/send",
+               headers={"Authorization": f"Bearer {ctx.api_key('email', message['task_id'])}"},
+               json={"personalizations": [{"to": [{"email": "a@example.com"}]}],
+                     "from": {"email": "b@example.com"}, "subject": "s",
+                     "content": [{"type": "text/plain", "value": "v"}]}).raise_for_status()
+
+def view(ctx):
+    raise RuntimeError("the view could not be built")
+
+@pytest.mark.crashpoints(points="B", providers=["email"], mode="exhaustive")
+def test_view_raises(crashpoints):
+    crashpoints.run(worker=worker, messages=[{"task_id": "t-1"}], ledger_view=view)
+
+@pytest.mark.crashpoints(points="B", providers=["email"], mode="exhaustive")
+def test_plain(crashpoints):
+    crashpoints.run(worker=worker, messages=[{"task_id": "t-1"}])
+
+@pytest.mark.crashpoints(points="B", providers=["email"], nonsense=1)
+def test_bad_marker(crashpoints):
+    crashpoints.run(worker=worker, messages=[{"task_id": "t-1"}])
+
+@pytest.mark.crashpoints(points="B", providers=["email"])
+def test_never_runs(crashpoints):
+    pass
+"""
+
+
+def test_a_crash_test_that_raises_is_in_every_report_as_an_error(
+    suite: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    (suite / "test_suite.py").write_text(RAISES)
+    assert main(["gate", "crash", "--", "-p", "no:randomly"]) == 1
+    out = capfd.readouterr().out
+    document = json.loads(Path("crashpoints-report.json").read_text())
+    assert_follows_the_report_schema(document)
+    tests = {t["nodeid"].rpartition("::")[2]: t for t in document["tests"]}
+    assert sorted(tests) == ["test_bad_marker", "test_never_runs", "test_plain", "test_view_raises"]
+    assert tests["test_plain"]["verdict"] == "failed"  # a send-then-nothing mailer, caught at B
+    raised = tests["test_view_raises"]
+    assert raised["verdict"] == "error"
+    assert raised["error"] == "RuntimeError: the view could not be built"
+    assert raised["error_origin"] == "user code"
+    assert raised["error_at"].endswith("test_suite.py:12 in view")
+    bad = tests["test_bad_marker"]
+    assert bad["verdict"] == "error" and bad["error_phase"] == "setup"
+    assert "nonsense" in bad["error"] and bad["error_origin"] == "user code"
+    never = tests["test_never_runs"]
+    assert never["verdict"] == "error" and "never called crashpoints.run" in never["error"]
+    # The gate's table, the Markdown summary and the HTML page count and name each one.
+    assert "0 passed, 0 broken agents caught, 1 failed, 3 error(s)" in out
+    assert "error in user code at " in out and "RuntimeError: the view could not be built" in out
+    assert "crashpoints gate: FAILED" in out
+    markdown = Path("crashpoints-summary.md").read_text()
+    assert "3 error(s)" in markdown and "the view could not be built" in markdown
+    page = Path("crashpoints-report.html").read_text()
+    assert page.count("v-error") >= 3 and "the view could not be built" in page
+    assert main(["show", "crashpoints-report.json"]) == 1
+    assert "the view could not be built" in capfd.readouterr().out
+
+
+HARNESS_DIES = """
+import pytest
+
+def clobbering_worker(message, ctx):
+    # Destroys the provider's journal under the harness: the harness itself then fails
+    # inside (as a torn crash-state copy once made it fail), not the user's code.
+    journal = ctx.env.path / "journals" / "email.sqlite3"
+    for suffix in ("", "-wal", "-shm"):
+        path = journal.with_name(journal.name + suffix)
+        if path.exists():
+            path.write_bytes(b"this is not a database" * 512)
+
+@pytest.mark.crashpoints(points="A", providers=["email"], mode="exhaustive", engine="processes")
+def test_harness_dies(crashpoints):
+    crashpoints.run(worker=clobbering_worker, messages=[{"task_id": "t-1"}])
+"""
+
+
+def test_an_error_inside_the_harness_is_told_from_the_users(
+    suite: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    (suite / "test_suite.py").write_text(HARNESS_DIES)
+    assert main(["gate", "crash", "--", "-p", "no:randomly"]) == 1
+    out = capfd.readouterr().out
+    [test] = json.loads(Path("crashpoints-report.json").read_text())["tests"]
+    assert test["verdict"] == "error", test
+    assert test["error_origin"] == "harness" and "fake_providers" in test["error_at"]
+    assert "DatabaseError" in test["error"]
+    assert "error in harness at fake_providers" in out
