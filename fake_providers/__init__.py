@@ -39,14 +39,14 @@ from ._email import Email
 from ._faults import ActiveFault, Faults
 from ._http_api import Effect, HttpApi, Lookup, Search
 from ._journal import EffectRecord, Journal, RequestRecord
-from ._keys import ApiKey, Keys, derive_key
+from ._keys import ApiKey, Keys, derive_key, derived_label
 from ._mock import mock, transport
 from ._model import Model, ModelCall
 from ._openapi import openapi
 from ._payments import Payments
 from ._provider import ATTEMPT_HEADER, CORRELATION_HEADER, TENANT_HEADER, Provider, ResponseInfo
 from ._script import Conversation, Message, ModelTurn, Script, ToolCall, call, say
-from ._server import Preamble, serve
+from ._server import Admit, Preamble, Server, serve
 from ._settings import ProviderSettings, Settings
 from ._tickets import Tickets
 
@@ -60,6 +60,7 @@ __all__ = [
     "CORRELATION_HEADER",
     "TENANT_HEADER",
     "ActiveFault",
+    "Admit",
     "ApiKey",
     "Conversation",
     "Deploy",
@@ -84,11 +85,13 @@ __all__ = [
     "RequestRecord",
     "ResponseInfo",
     "Script",
+    "Server",
     "Settings",
     "Tickets",
     "ToolCall",
     "call",
     "derive_key",
+    "derived_label",
     "mock",
     "openapi",
     "say",

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from ._journal import Journal
 
-__all__ = ["ApiKey", "Keys", "covers", "derive_key"]
+__all__ = ["ApiKey", "Keys", "covers", "derive_key", "derived_label"]
 
 _LABEL = re.compile(r"[A-Za-z0-9_.-]{1,80}")
 _MAC = re.compile(r"[0-9a-f]{16}")
@@ -74,6 +74,17 @@ def derive_key(base_secret: str, label: str, *, signing_secret: str) -> str:
             "it with provider.keys.set_signing_secret(...) and derive keys with the same one."
         )
     return f"{base_secret}~{label}~{_mac(base_secret, label, signing_secret)}"
+
+
+def derived_label(secret: str | None, *, signing_secret: str) -> str | None:
+    """The label of ``secret`` if it is a key derived with ``signing_secret`` (its mac
+    verifies), else None: a plain key, no key, or a key signed with another secret (another
+    run's). Whether its base key is known or active is not checked here."""
+    derived = _split_derived(secret or "")
+    if derived is None or not signing_secret:
+        return None
+    base, label, mac = derived
+    return label if hmac.compare_digest(mac, _mac(base, label, signing_secret)) else None
 
 
 @dataclass(frozen=True)

@@ -26,29 +26,49 @@ arrives for ``read_timeout`` seconds (default 10) is closed without an answer. L
 does not wait for stalled clients: the connections still sending their request are shut, and
 what they had sent is dropped unhandled. None of these reaches the provider: its journal records
 only requests that arrived whole.
+
+Settling (:meth:`Server.settle`): a harness that copies or replaces a provider's journal, or
+reads it as evidence, must know that no request is still being answered. ``settle()`` returns
+once every request that has reached the server is answered or dropped: no connection waits in
+the listening backlog, none has unread bytes (or an unread end of input), none is being read
+or handled. A connection whose client sent nothing yet (a live client that is stopped before
+its request) does not hold it. A request from a client that has died is still answered first
+(its bytes are in the kernel's buffers): a provider applies what reached it, whoever waits for
+the answer.
+
+Admission (``serve(provider, admit=...)``): ``admit(request) -> str | None`` is asked before a
+whole request is handled; a reason string refuses it with a 401 that says so, and the request
+never reaches the provider (nothing is journaled; :attr:`Server.refused` counts them). A harness
+uses it to keep requests that are not its own run's (another run's process on a reused port, a
+process of the run that has already ended) out of the ground truth.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import math
 import re
+import select
 import selectors
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal, overload
 
 import httpx
 
 from ._provider import Provider
 
-__all__ = ["Preamble", "serve"]
+__all__ = ["Admit", "Preamble", "Server", "serve"]
 
 #: ``preamble(request, response) -> bytes``: what to write before the status line of ``response``.
 Preamble = Callable[[httpx.Request, httpx.Response], bytes]
+#: ``admit(request) -> None`` to let a request through, or the reason it is refused.
+Admit = Callable[[httpx.Request, "tuple[str, int]"], "str | None"]
 
 _HOP_BY_HOP = frozenset({"content-length", "transfer-encoding", "connection", "keep-alive"})
 #: A Content-Length is plain decimal digits, few enough to be a size (no sign, "_", spaces).
@@ -65,15 +85,24 @@ class _Server(ThreadingHTTPServer):
 
     def __init__(
         self, provider: Provider, preamble: Preamble | None, *, max_body: int,
-        read_timeout: float,
+        read_timeout: float, admit: Admit | None = None,
     ) -> None:
         self.provider = provider
         self.preamble = preamble
+        self.admit = admit
         self.max_body = max_body
         self.read_timeout = read_timeout
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
         self._reading: set[socket.socket] = set()  # connections still sending their request
+        #: Every accepted connection not yet shut, and those whose thread waits for bytes.
+        self._open: set[socket.socket] = set()
+        self._blocked: set[socket.socket] = set()
+        #: Accepts in progress in the serving thread.
+        self._accepting = 0
         self._closing = False
+        #: Requests refused by ``admit`` (never handled, never journaled), with the reason.
+        self.refused: list[tuple[str, str, str]] = []
         # Written to by stop(): the serving loop wakes at once (a harness starts and stops
         # servers for every crash case, so waiting out a poll interval adds up).
         self._wake_read, self._wake_write = socket.socketpair()
@@ -88,7 +117,14 @@ class _Server(ThreadingHTTPServer):
                 ready = selector.select()
                 if any(key.fileobj is self._wake_read for key, _ in ready):
                     return
-                self.handle_request()  # the listening socket is ready: this does not block
+                with self._lock:
+                    self._accepting += 1  # settle() waits for it
+                try:
+                    self.handle_request()  # the listening socket is ready: this does not block
+                finally:
+                    with self._changed:
+                        self._accepting -= 1
+                        self._changed.notify_all()
 
     def stop(self) -> None:
         """Make :meth:`serve_until_stopped` return now (from any thread)."""
@@ -102,15 +138,52 @@ class _Server(ThreadingHTTPServer):
 
     def process_request(self, request: Any, client_address: Any) -> None:
         # Registered here, in the serving thread, before the handler's thread starts: once
-        # serve_forever has returned, every accepted connection is known to close_stalled.
+        # serve_forever has returned, every accepted connection is known to close_stalled,
+        # and settle() knows it before the accept counts as done. Its thread has read nothing
+        # yet: it counts as waiting for bytes.
         with self._lock:
             self._reading.add(request)
+            self._open.add(request)
+            self._blocked.add(request)
         super().process_request(request, client_address)
 
     def shutdown_request(self, request: Any) -> None:
-        with self._lock:
+        with self._changed:
             self._reading.discard(request)
+            self._open.discard(request)
+            self._blocked.discard(request)
+            self._changed.notify_all()
         super().shutdown_request(request)
+
+    def wait_for_bytes(self, connection: socket.socket) -> bool:
+        """Block until ``connection`` has bytes (or the end of input) to read; False after
+        ``read_timeout`` seconds with nothing. Meanwhile the connection does not hold settle()
+        unless something arrives; it holds it again from the moment this returns, before a
+        byte is taken: what settle() sees of a connection is never stale."""
+        with self._lock:
+            self._blocked.add(connection)
+        try:
+            ready = _wait_readable(connection, self.read_timeout)
+        finally:
+            with self._changed:
+                self._blocked.discard(connection)
+                self._changed.notify_all()
+        return ready
+
+    def settle(self, timeout: float) -> bool:
+        """Wait until every request that reached the server is answered or dropped (see the
+        module docstring); False if that takes longer than ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                quiet = not self._accepting and self._open <= self._blocked
+                if quiet and not _readable([self, *self._blocked]):
+                    return True
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                # A connection's bytes arriving wakes no one here: look again soon.
+                self._changed.wait(min(remaining, 0.002))
 
     def read_whole(self, connection: socket.socket) -> bool:
         """Mark the request on ``connection`` as read; False if the server is closing, in which
@@ -130,6 +203,44 @@ class _Server(ThreadingHTTPServer):
                     connection.shutdown(socket.SHUT_RD)
 
 
+def _readable(sockets: list[Any]) -> bool:
+    """Whether any of ``sockets`` has something to read now (bytes, the end of input, or a
+    connection to accept)."""
+    poller = select.poll()
+    for sock in sockets:
+        try:
+            poller.register(sock, select.POLLIN)
+        except (OSError, ValueError):  # closed meanwhile: its handler is finishing
+            return True
+    return bool(poller.poll(0))
+
+
+def _wait_readable(sock: socket.socket, timeout: float) -> bool:
+    try:
+        ready, _, _ = select.select([sock], [], [], timeout)
+    except (OSError, ValueError):
+        return True  # let the read itself meet the error
+    return bool(ready)
+
+
+class _TrackedSocketReader(io.RawIOBase):
+    """The raw reader under a handler's ``rfile``: it waits for bytes through
+    :meth:`_Server.wait_for_bytes` before taking any, so settle() always knows whether the
+    handler is waiting for its client or working."""
+
+    def __init__(self, server: _Server, connection: socket.socket) -> None:
+        self._server = server
+        self._connection = connection
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if not self._server.wait_for_bytes(self._connection):
+            raise TimeoutError("no bytes from the client within the read timeout")
+        return self._connection.recv_into(buffer)
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.0"  # one request per connection: closing it is unambiguous
@@ -138,6 +249,7 @@ class _Handler(BaseHTTPRequestHandler):
         super().setup()
         # Each server has its own read timeout (the class attribute ``timeout`` is shared).
         self.connection.settimeout(self.server.read_timeout)
+        self.rfile = io.BufferedReader(_TrackedSocketReader(self.server, self.connection))
 
     def _serve(self) -> None:
         lengths = {value.strip() for value in self.headers.get_all("Content-Length") or ()}
@@ -173,6 +285,16 @@ class _Handler(BaseHTTPRequestHandler):
         except (httpx.InvalidURL, ValueError):
             self.send_error(400, "Invalid request line")
             return
+        if self.server.admit is not None:
+            try:
+                refusal = self.server.admit(request, self.client_address)
+            except Exception as exc:  # the hook's bug refuses, never admits by accident
+                refusal = f"the admission hook raised {exc!r}"
+            if refusal is not None:
+                with self.server._lock:
+                    self.server.refused.append((self.command, self.path, refusal))
+                self.send_error(401, "Not admitted", refusal)
+                return
         try:
             response = self.server.provider.handle(request)
         except httpx.TransportError:
@@ -216,27 +338,75 @@ class _Handler(BaseHTTPRequestHandler):
         pass  # the journal is the log
 
 
-@contextmanager
+class Server:
+    """A provider served on loopback: its ``url``, :meth:`settle`, and the requests
+    ``admit`` refused. Made by :func:`serve` with ``handle=True``."""
+
+    def __init__(self, server: _Server, url: str) -> None:
+        self._server = server
+        #: The base URL to point a client at.
+        self.url = url
+
+    def settle(self, timeout: float = 30.0) -> bool:
+        """Block until every request that has reached the server is answered or dropped (no
+        connection waiting to be accepted, none with unread bytes, none being answered);
+        return False if that takes more than ``timeout`` seconds."""
+        return self._server.settle(timeout)
+
+    @property
+    def refused(self) -> list[tuple[str, str, str]]:
+        """``(method, path, reason)`` of every request ``admit`` refused, in order."""
+        with self._server._lock:
+            return list(self._server.refused)
+
+
+@overload
+def serve(
+    provider: Provider, *, preamble: Preamble | None = ..., max_body: int = ...,
+    read_timeout: float = ..., admit: Admit | None = ..., handle: Literal[False] = ...,
+) -> contextlib.AbstractContextManager[str]: ...
+@overload
+def serve(
+    provider: Provider, *, preamble: Preamble | None = ..., max_body: int = ...,
+    read_timeout: float = ..., admit: Admit | None = ..., handle: Literal[True],
+) -> contextlib.AbstractContextManager[Server]: ...
 def serve(
     provider: Provider,
     *,
     preamble: Preamble | None = None,
     max_body: int = MAX_BODY,
     read_timeout: float = READ_TIMEOUT,
-) -> Iterator[str]:
+    admit: Admit | None = None,
+    handle: bool = False,
+) -> contextlib.AbstractContextManager[Any]:
     """Serve ``provider`` on ``http://127.0.0.1:<free port>`` in a background thread.
 
-    Yields the base URL to point a client at. On exit the server stops accepting, the
+    Yields the base URL to point a client at (with ``handle=True``, a :class:`Server`: the URL,
+    ``settle()`` and what ``admit`` refused). On exit the server stops accepting, the
     connections still sending a request are shut (their request is dropped), every request
     thread is joined and the listening socket is closed: it does not wait for stalled clients.
 
     ``preamble(request, response) -> bytes``, if given, is called with every response the
     provider produces; what it returns is written before the status line, in the same write as
-    the response (see the module docstring). ``max_body``: the largest body accepted, in bytes
-    (larger: 413, unread). ``read_timeout``: seconds a connection may send nothing before it is
-    closed unanswered. Raises ValueError for a negative or non-integer ``max_body``, or a
-    ``read_timeout`` that is not a positive finite number.
+    the response (see the module docstring). ``admit(request, client_address)``, if given, is
+    asked before each whole request is handled: ``None`` lets it through, a string refuses it
+    (401 with that reason; never handled or journaled). ``max_body``: the largest body
+    accepted, in bytes (larger: 413, unread). ``read_timeout``: seconds a connection may send
+    nothing before it is closed unanswered. Raises ValueError for a negative or non-integer
+    ``max_body``, or a ``read_timeout`` that is not a positive finite number.
     """
+    return _serve(provider, preamble, max_body, read_timeout, admit, handle)
+
+
+@contextmanager
+def _serve(
+    provider: Provider,
+    preamble: Preamble | None,
+    max_body: int,
+    read_timeout: float,
+    admit: Admit | None,
+    handle: bool,
+) -> Iterator[Any]:
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 0:
         raise ValueError(f"max_body must be a number of bytes >= 0, not {max_body!r}.")
     if (
@@ -248,13 +418,16 @@ def serve(
         raise ValueError(
             f"read_timeout must be a finite number of seconds > 0, not {read_timeout!r}."
         )
-    server = _Server(provider, preamble, max_body=max_body, read_timeout=read_timeout)
+    server = _Server(
+        provider, preamble, max_body=max_body, read_timeout=read_timeout, admit=admit
+    )
     thread = threading.Thread(
         target=server.serve_until_stopped, name=f"fake-{provider.name}-server", daemon=True
     )
     thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield Server(server, url) if handle else url
     finally:
         server.stop()
         thread.join()

@@ -37,7 +37,7 @@ from .quiet import QUIET_ROUNDS, QUIET_STEP, killed_recovery_diff, needs_recover
 from .record import case_record
 from .scenario import Scenario
 from .schedule import Schedule
-from .steps import CaseRun, fork_server_for
+from .steps import INCONCLUSIVE, CaseRun, fork_server_for
 from .world import World
 
 if TYPE_CHECKING:
@@ -307,6 +307,8 @@ def verdict(
     own, failed_checks = check_own(evidence, run.scenario.invariants)
     violations = (*check_all(evidence), *own)
     run.errors += failed_checks
+    if any(error.startswith(INCONCLUSIVE) for error in run.errors):
+        violations = ()  # a process was cut short: what it left proves nothing either way
     if expected is None and not schedule.faults and not evidence.requests:
         run.errors.append(
             "the fault-free run made no request to any provider: no worker reached a tool "

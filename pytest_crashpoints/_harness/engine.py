@@ -243,6 +243,8 @@ class StatesEngine:
         files is closed first (the next read opens the databases as after a crash), and the
         reader's descriptors with them: nothing holds a lock that closing could drop."""
         world = self.world
+        world.settle()  # every process has ended: nothing may still write the journals
+        world.live.clear()
         world.ctx.close()
         world.ctx = Context(world.env, "harness")
         for provider in world.providers.values():
@@ -278,6 +280,12 @@ class StatesEngine:
                 return run._run(fn, args, kill)
 
             def on_stop(point: str, n: int, trace_length: int, deferred: bool) -> None:
+                # What the stopped process sent is answered first, as after a kill there.
+                for provider in self.world.settle():
+                    run.errors.append(
+                        f"the {provider} server was still answering a request while a "
+                        f"process was stopped at {point} (hit {n})"
+                    )
                 state = self.reader.capture(self.blobs)
                 recording.stops.append(_Stop(point, n, trace_length, deferred, state))
 

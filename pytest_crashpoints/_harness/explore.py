@@ -328,6 +328,8 @@ class _Explorer:
         from .schedule import schedules
 
         failing: list[CaseResult] = []
+        #: The first schedule whose case raised inside the harness, and what it raised.
+        raised: list[tuple[Schedule, BaseException]] = []
         options: dict[str, Any] = {
             "deadline": None,
             "suppress_health_check": [HealthCheck.too_slow, HealthCheck.filter_too_much],
@@ -337,7 +339,11 @@ class _Explorer:
         self.plan(options.get("max_examples", hsettings().max_examples))
 
         def crash_schedule(schedule: Schedule) -> None:
-            result = self.run(schedule, "hypothesis")
+            try:
+                result = self.run(schedule, "hypothesis")
+            except Exception as exc:
+                raised.append((schedule, exc))
+                raise
             if not result.passed:
                 failing.append(result)
                 raise _CaseFailed(result)
@@ -360,8 +366,18 @@ class _Explorer:
             # Hypothesis re-raises the minimal failing example last.
             self.fail(exc.result)
         except Exception as exc:  # e.g. Flaky: the failure did not reproduce
+            if raised:
+                # A case raised inside the harness (and, if Hypothesis calls it flaky, did not
+                # raise again): the first one, with its schedule, is the story.
+                schedule, first = raised[0]
+                token = replay_token(schedule, seed=self.settings.seed, nodeid=self.nodeid)
+                raise CrashpointsError(
+                    f"a case raised {type(first).__name__}: {first} (schedule: {schedule}; "
+                    f"replay: {_replay_command(self.nodeid, token)}); Hypothesis then stopped "
+                    f"the exploration: {_first_line(exc)}"
+                ) from first
             if failing:
-                self.fail(failing[-1])
+                self.fail(failing[0] if _is_flaky(exc) else failing[-1])
             else:
                 raise CrashpointsError(f"Hypothesis stopped the exploration: {exc}") from exc
 
@@ -379,6 +395,19 @@ class _Explorer:
             if not result.passed:
                 self.fail(result)
                 return
+
+
+def _is_flaky(exc: BaseException) -> bool:
+    """Whether Hypothesis stopped because a failure did not happen again (its ``Flaky``
+    errors): the first failure seen is then the one to show."""
+    from hypothesis.errors import Flaky
+
+    return isinstance(exc, Flaky)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 def _verdict(result: CaseResult) -> tuple[bool, tuple[int | str, ...], str]:

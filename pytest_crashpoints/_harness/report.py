@@ -9,6 +9,7 @@ from typing import Any
 from .case import CaseResult
 from .invariants import INVARIANTS, invariant_key
 from .schedule import COVERAGE_KINDS, Schedule, fault_kinds
+from .steps import INCONCLUSIVE
 
 __all__ = ["ExplorationReport", "Failure", "ScheduleRun", "render_failure"]
 
@@ -37,6 +38,15 @@ class Failure:
     #: The failing case as data (its timeline, ledger rows and violations with what they
     #: name): see ``record.case_record``.
     case: Mapping[str, Any] | None = None
+
+    @property
+    def inconclusive(self) -> str | None:
+        """Why the case proves nothing (a process timed out), if it does not: its first
+        inconclusive error's first line."""
+        for error in self.errors:
+            if error.startswith(INCONCLUSIVE):
+                return error.splitlines()[0]
+        return None
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -117,10 +127,19 @@ class ExplorationReport:
 
     @property
     def verdict(self) -> str:
-        return "failed" if self.failure is not None else "passed"
+        """passed, failed, or error (the case that ended the exploration was inconclusive:
+        a process timed out)."""
+        if self.failure is None:
+            return "passed"
+        return "error" if self.failure.inconclusive else "failed"
 
     def to_json(self) -> dict[str, Any]:
+        inconclusive = self.failure.inconclusive if self.failure is not None else None
+        said = {}
+        if inconclusive is not None:
+            said = {"error": inconclusive, "error_origin": "timeout", "error_phase": "call"}
         return {
+            **said,
             "nodeid": self.nodeid,
             "verdict": self.verdict,
             "seed": self.seed,
@@ -217,8 +236,9 @@ def _heading(failure: Failure) -> str:
         ) or "none"
         return f"crashpoints: {len(failure.violations)} violation(s) of invariant(s) {names}"
     firsts = [error.splitlines()[0] if error else "" for error in failure.errors]
+    if failure.inconclusive:
+        return f"crashpoints: {failure.inconclusive}"
     # Headed by the first error: what went wrong first (later ones often follow from it).
-    kind = "timeout" if " timed out after " in firsts[0] else "harness error"
     more = len(firsts) - 1
-    return f"crashpoints: {kind}: {firsts[0]}" + (f" (and {more} more)" if more else "")
+    return f"crashpoints: harness error: {firsts[0]}" + (f" (and {more} more)" if more else "")
 

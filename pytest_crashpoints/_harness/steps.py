@@ -42,11 +42,15 @@ if TYPE_CHECKING:
 
     StandIn = Callable[[Callable[..., object], Sequence[object], KillAt | None], Outcome]
 
-__all__ = ["CaseRun", "fork_server_for"]
+__all__ = ["INCONCLUSIVE", "CaseRun", "fork_server_for"]
 
 #: What a worker or recovery process raised when the harness was used in a way that keeps
 #: the code under test from running: reported as a harness error, never redelivered.
 USAGE_ERROR = "pytest_crashpoints.errors.HarnessUsageError"
+
+#: How an error begins that makes a case inconclusive (a process timed out): its invariants
+#: are not checked, and the verdict names the slow process instead.
+INCONCLUSIVE = "inconclusive: "
 
 #: The ``Retry-After`` (harness seconds) of a 429 refusal.
 REFUSAL_RETRY_AFTER = 30.0
@@ -145,8 +149,35 @@ class CaseRun:
     # -- running processes ------------------------------------------------------------------
 
     def _worker_id(self, role: str) -> str:
+        """The name of the next process of the case; from now until it is recorded as
+        ended, the providers' servers admit its requests."""
         self._runs += 1
-        return f"{role}-{self._runs}"
+        name = f"{role}-{self._runs}"
+        self.world.live.add(name)
+        return name
+
+    def _settle(self, who: str) -> None:
+        """After process ``who`` ended: wait until the providers have answered every request
+        that reached them (one it sent just before it died is applied, as a real provider
+        applies it), then refuse its name; say what the servers refused meanwhile."""
+        now = self.clock.now()
+        for provider in self.world.settle():
+            text = (
+                f"the {provider} server was still answering a request "
+                f"{self.scenario.timeout:g}s after {who} ended"
+            )
+            self.errors.append(text)
+            self.history.add(self.step, now, "error", text, process=who)
+        self.world.live.discard(who)
+        for provider, method, path, reason in self.world.refusals():
+            text = f"{provider} refused {method} {path} unjournaled: {reason}"
+            if "process of this case" in reason:
+                # A request of the case's own process after it ended: nothing may reach
+                # the ground truth late.
+                self.errors.append(text)
+                self.history.add(self.step, now, "error", text)
+            else:
+                self.history.add(self.step, now, "note", text)
 
     def _faults(self, kill: KillAt | None) -> list[Any]:
         from .._inject.failpoints import Fault, Kill
@@ -156,6 +187,7 @@ class CaseRun:
     def _record(self, who: str, outcome: Outcome, kill: KillAt | None = None) -> None:
         from .._process.outcome import Completed, Killed, Raised, TimedOut
 
+        self._settle(who)
         now = self.clock.now()
         for hit in getattr(outcome, "hits", ()):
             self.hits[hit.point] = max(self.hits.get(hit.point, 0), hit.n)
@@ -198,8 +230,20 @@ class CaseRun:
                     f"needs a worker and recovery that succeed then.\n{outcome.traceback}"
                 )
         elif isinstance(outcome, TimedOut):
-            text = f"{who} timed out after {outcome.after:.1f}s (timeout {outcome.timeout:g}s)"
-            self.errors.append(text)
+            waited = ""
+            if outcome.stalled >= 0.1:
+                waited = f", {outcome.stalled:.1f}s of it waiting for a CPU"
+            text = (
+                f"{who} timed out after {outcome.after:.1f}s (timeout {outcome.timeout:g}s"
+                f"{waited}) and was killed"
+            )
+            # Nothing the case left after it says anything about the agent: inconclusive,
+            # never a violation.
+            self.errors.append(
+                f"{INCONCLUSIVE}{text}; the case's end proves nothing (raise the timeout with "
+                "--crashpoints-timeout or timeout= on the marker if the agent is this slow "
+                "here, or look for a hang in it)"
+            )
             self.history.add(self.step, now, "timeout", text, process=who)
         else:
             text = f"{who} died without reporting: {outcome!r}"

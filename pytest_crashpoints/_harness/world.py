@@ -22,7 +22,7 @@ from .scenario import Scenario
 if TYPE_CHECKING:
     import httpx
 
-    from fake_providers import ModelCall, Provider
+    from fake_providers import Admit, ModelCall, Provider, Server
 
     from .._ledger.views import LedgerView
     from .._process.clock import HarnessClock
@@ -56,10 +56,18 @@ class World:
             if provider.is_model:
                 provider.script = scenario.model  # type: ignore[attr-defined]
         self._servers = contextlib.ExitStack()
+        #: Each provider's loopback server.
+        self.servers: dict[str, Server] = {}
+        #: The processes of the case that are running now (named as in the timeline): the
+        #: servers admit their requests, and refuse those of a process that has ended.
+        self.live: set[str] = set()
+        #: How many of each server's refused requests the case has seen (``refusals``).
+        self._refusals_seen: dict[str, int] = {}
         try:
             if fresh:
                 env = dataclasses.replace(env, signing_secret=secrets.token_hex(16))
                 self._set_up(env.signing_secret)
+            self._signing_secret = env.signing_secret
             self.env = dataclasses.replace(
                 env, urls=self._serve(), messages=tuple(scenario.messages)
             )
@@ -84,10 +92,74 @@ class World:
         """Start a loopback server per provider: any client of a worker reaches it there."""
         from fake_providers import serve
 
-        return tuple(
-            (name, self._servers.enter_context(serve(provider, preamble=_preamble)))
-            for name, provider in self.providers.items()
-        )
+        for name, provider in self.providers.items():
+            self.servers[name] = self._servers.enter_context(
+                serve(provider, preamble=_preamble, admit=self._admitter(name), handle=True)
+            )
+        return tuple((name, server.url) for name, server in self.servers.items())
+
+    def _admitter(self, name: str) -> Admit:
+        """Who a provider's server answers: a process of this case that is running (its key
+        says which), the harness itself, and a process of the case that presents no key of
+        the run (the kernel says who holds the connection). Anything else is refused
+        unjournaled: another run's process on a reused port, a request after its process
+        ended. The ground truth holds this run's requests only."""
+        from fake_providers import derived_label
+
+        provider = self.providers[name]
+
+        def admit(request: httpx.Request, client: tuple[str, int]) -> str | None:
+            label = derived_label(
+                provider.credential(request), signing_secret=self._signing_secret
+            )
+            if label is not None:
+                process = label.rpartition(".")[0]
+                if process == "harness" or process in self.live:
+                    return None
+                return f"{process} is not a running process of this case"
+            if self._sent_by_the_case(name, client):
+                return None
+            return "not signed for this run, and not sent by a process of it"
+
+        return admit
+
+    def _sent_by_the_case(self, name: str, client: tuple[str, int]) -> bool:
+        """Whether the connection from ``client`` to provider ``name``'s server is held by
+        the harness or a process of a running worker's group (True where the platform cannot
+        tell)."""
+        import os
+        import urllib.parse
+
+        from .._process.handle import live_worker_pids
+        from .._process.peers import process_groups, sender
+
+        if not os.path.isdir("/proc/net"):
+            return True
+        server = self.servers.get(name)
+        if server is None:
+            return True
+        parts = urllib.parse.urlsplit(server.url)
+        address = (parts.hostname or "127.0.0.1", parts.port or 80)
+        candidates = [os.getpid(), *process_groups(live_worker_pids())]
+        return sender(client, address, candidates) is not None
+
+    def settle(self) -> list[str]:
+        """Wait until no provider's server is still answering a request that reached it
+        (a process that ended may have left one in flight); the providers that did not
+        settle within the case's timeout."""
+        timeout = self.scenario.timeout
+        return [name for name, server in self.servers.items() if not server.settle(timeout)]
+
+    def refusals(self) -> list[tuple[str, str, str, str]]:
+        """``(provider, method, path, reason)`` of the requests the servers refused since the
+        last call (see :meth:`_admitter`)."""
+        new = []
+        for name, server in self.servers.items():
+            refused = server.refused
+            seen = self._refusals_seen.get(name, 0)
+            new += [(name, *entry) for entry in refused[seen:]]
+            self._refusals_seen[name] = len(refused)
+        return new
 
     # -- set-up -----------------------------------------------------------------------------
 

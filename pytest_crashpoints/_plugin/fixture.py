@@ -291,8 +291,11 @@ class CrashpointsFixture:
             if self.progress is not None:
                 self.progress.finish(self.nodeid)
         self.report = report
-        if report.failure is not None and report.failure.disagreement is not None:
-            # A harness bug fails the test, whatever it expected.
+        if report.failure is not None and (
+            report.failure.disagreement is not None or report.failure.inconclusive
+        ):
+            # A harness bug, or a case cut short by a timeout, fails the test whatever it
+            # expected: neither says anything about the agent.
             pytest.fail(render_failure(report), pytrace=False)
         expected = self.marker.expect
         if expected:

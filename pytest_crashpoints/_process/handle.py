@@ -135,6 +135,8 @@ class Worker:
         self.timeout = timeout
         self._started = started
         self._deadline = started + timeout
+        #: Seconds the worker's processes waited for a CPU, as of the last deadline check.
+        self._stalled = 0.0
         self._paused: set[str] = set()
         self._record: tuple[Any, ...] | None = None
         self._left_running: tuple[str, ...] = ()
@@ -164,8 +166,26 @@ class Worker:
         group is killed and reaped before the exception propagates.
         """
         with self._killed_on_error():
-            self._pump(lambda: False, self._deadline)
-            return self._finish_or_time_out()
+            while True:
+                self._pump(lambda: False, self._deadline)
+                if self._outcome is not None or not self._extend_deadline():
+                    return self._finish_or_time_out()
+
+    def _extend_deadline(self) -> bool:
+        """At the deadline: move it by the time the worker's processes waited for a CPU (a
+        busy machine delays a worker, it does not hang it), up to ``STALL_CAP`` times the
+        timeout. False when the worker has used its timeout."""
+        from .stall import STALL_CAP, group_stall
+
+        self._stalled = group_stall(self.pid)
+        deadline = min(
+            self._started + self.timeout + self._stalled,
+            self._started + self.timeout * STALL_CAP,
+        )
+        if deadline - time.monotonic() <= 0.001:
+            return False
+        self._deadline = deadline
+        return True
 
     def wait_paused(self, gate: str, *, timeout: float | None = None) -> None:
         """Block until the worker reports it is paused at ``gate``.
@@ -174,11 +194,15 @@ class Worker:
         :class:`WorkerNotPaused` if the worker ends, or the time is up, first; when the run's
         own timeout passed, the worker is killed and ``error.outcome`` is :class:`TimedOut`.
         """
-        deadline = self._deadline
-        if timeout is not None:
-            deadline = min(deadline, time.monotonic() + timeout)
+        until = None if timeout is None else time.monotonic() + timeout
         with self._killed_on_error():
-            self._pump(lambda: gate in self._paused, deadline)
+            while True:
+                deadline = self._deadline if until is None else min(self._deadline, until)
+                self._pump(lambda: gate in self._paused, deadline)
+                if gate in self._paused or self._outcome is not None:
+                    break
+                if time.monotonic() < self._deadline or not self._extend_deadline():
+                    break
             if gate in self._paused:
                 return
             if self._outcome is None and time.monotonic() >= self._deadline:
@@ -302,7 +326,7 @@ class Worker:
             kill_group(self.pid)
             after = time.monotonic() - self._started
             self._finish()
-            self._outcome = TimedOut(timeout=self.timeout, after=after)
+            self._outcome = TimedOut(timeout=self.timeout, after=after, stalled=self._stalled)
         return self._outcome
 
     def _finish(self) -> None:

@@ -65,12 +65,14 @@ class Raised:
 
 @dataclasses.dataclass(frozen=True)
 class TimedOut:
-    """The worker was still running after ``timeout`` seconds (wall time) and was killed with
-    its whole process group, ``after`` seconds after it started."""
+    """The worker was still running after ``timeout`` seconds and was killed with its whole
+    process group, ``after`` seconds (wall time) after it started; ``stalled`` of them its
+    processes spent waiting for a CPU (a busy machine), which the timeout does not count."""
 
     timeout: float
     after: float
     kind: Literal["timed_out"] = "timed_out"
+    stalled: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)

@@ -588,7 +588,7 @@ def test_raises(crashpoints):
     assert "child_main" not in out and "_deliver_entry" not in out
 
 
-def test_a_case_that_failed_only_by_a_timeout_is_headed_as_a_timeout(
+def test_a_timeout_is_an_inconclusive_case_naming_the_slow_process(
     pytester: pytest.Pytester,
 ) -> None:
     pytester.makepyfile(
@@ -606,12 +606,15 @@ def test_slow(crashpoints):
     crashpoints.run(worker=slow_worker, messages=[MESSAGE])
 """
     )
-    result = run(pytester)
+    result = run(pytester, "--crashpoints-report=report.json")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
-        ["crashpoints: timeout: worker-1 timed out after *s (timeout 0.5s)*"]
+        ["crashpoints: inconclusive: worker-1 timed out after *s (timeout 0.5s*) and was killed*"]
     )
-    assert "0 violation(s) of invariant(s) none" not in result.stdout.str()
+    assert "violation(s) of invariant(s)" not in result.stdout.str()
+    [test] = json.loads((pytester.path / "report.json").read_text())["tests"]
+    assert test["verdict"] == "error" and test["error_origin"] == "timeout"
+    assert test["failure"]["invariants"] == []  # never an invariant violation
 
 
 def test_the_marker_engine_wins_over_the_session_option(pytester: pytest.Pytester) -> None:
@@ -656,3 +659,40 @@ def test_jobs_reach_the_exhaustive_phase(pytester: pytest.Pytester) -> None:
     assert "jobs" not in reports["1", "test_good"]["engine"]
     assert "jobs" not in reports["2", "test_outside"]["engine"]
     assert reports["1", "test_good"]["cases"] == reports["2", "test_good"]["cases"] > 1
+
+
+def test_a_case_that_raises_once_under_hypothesis_shows_its_schedule(
+    pytester: pytest.Pytester,
+) -> None:
+    """Hypothesis's own determinism check fires when a case raised and its replay did not:
+    the report shows the first exception and the schedule that raised it, with a replay
+    command, instead of "Hypothesis stopped the exploration" alone."""
+    pytester.makepyfile(
+        SCENARIO
+        + """
+raised = []
+
+
+def view_that_fails_once(ctx):
+    ledger = ctx.ledger
+    if not raised and any(a.state is State.DISPATCHED for a in ledger.attempts()):
+        raised.append(True)
+        raise RuntimeError("a view that fails once")
+    return ledger
+
+
+@pytest.mark.crashpoints(points="B", providers=["email"], mode="hypothesis", max_examples=8)
+def test_once(crashpoints):
+    crashpoints.run(worker=reference_worker, recover=reference_recovery, messages=[MESSAGE],
+                    ledger_view=view_that_fails_once)
+"""
+    )
+    result = run(pytester, "--crashpoints-seed=3", "--crashpoints-report=report.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*a case raised RuntimeError: a view that fails once (schedule: *kill at B*; "
+         "replay: pytest *--crashpoints-replay=*"]
+    )
+    [test] = json.loads((pytester.path / "report.json").read_text())["tests"]
+    assert test["verdict"] == "error" and test["error_origin"] == "user code"
+    assert "view_that_fails_once" in test["error_at"]
