@@ -237,3 +237,87 @@ def test_leaving_serve_does_not_wait_for_a_stalled_client(
 def test_bad_limits_are_refused(payments: Provider, bad: dict[str, float]) -> None:
     with pytest.raises(ValueError, match=next(iter(bad))), serve(payments, **bad):  # type: ignore[arg-type]
         pass
+
+
+# -- settling: no request still being answered ------------------------------------------------
+
+
+def test_settle_waits_for_a_request_whose_client_is_gone(payments: Provider) -> None:
+    """A request that reached the server is answered before ``settle`` returns, even when
+    its client left at once (a worker that died): the journal holds it afterwards. Here the
+    provider is held up on its journal's lock, as a loaded machine holds it up."""
+    import sqlite3
+
+    with serve(payments, handle=True) as server:
+        blocker = sqlite3.connect(payments.journal.path, timeout=30, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")  # the provider cannot journal until this ends
+        try:
+            with connect_raw(server.url) as sock:
+                sock.sendall(charge())
+            # The client is gone; the server is answering (it waits for the lock).
+            assert not server.settle(timeout=0.3)
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        assert server.settle(timeout=30)
+        assert [r.operation for r in payments.journal.requests()] == ["charges.create"]
+
+
+def test_settle_is_not_held_by_a_client_that_sent_nothing_yet(payments: Provider) -> None:
+    """A connected client that has not sent its request (a live worker stopped before it)
+    does not hold ``settle``: nothing of it can reach the journal until it sends."""
+    with serve(payments, handle=True) as server, connect_raw(server.url) as idle:
+        assert server.settle(timeout=5)
+        started = time.monotonic()
+        assert server.settle(timeout=5)
+        assert time.monotonic() - started < 1.0
+        idle.sendall(charge())
+        assert server.settle(timeout=30)
+        assert read_all(idle).startswith(b"HTTP/1.0 200 ")
+    assert len(payments.journal.requests()) == 1
+
+
+def test_settle_waits_for_a_request_sent_in_pieces_once_it_is_whole(
+    payments: Provider,
+) -> None:
+    raw = charge()
+    with serve(payments, handle=True) as server, connect_raw(server.url) as sock:
+        sock.sendall(raw[:20])
+        # Half a request from a live client: nothing to answer yet, nothing journaled.
+        assert server.settle(timeout=5)
+        assert payments.journal.requests() == []
+        sock.sendall(raw[20:])
+        assert server.settle(timeout=30)
+        assert len(payments.journal.requests()) == 1
+
+
+# -- admission: only the run's own processes reach the ground truth -----------------------------
+
+
+def test_a_request_the_admission_hook_refuses_is_never_journaled(payments: Provider) -> None:
+    seen: list[tuple[str, tuple[str, int]]] = []
+
+    def admit(request: httpx.Request, client: tuple[str, int]) -> str | None:
+        seen.append((request.headers.get("Authorization", ""), client))
+        if request.headers.get("Authorization") == "Bearer payments-writer-a":
+            return None
+        return "not this run's"
+
+    with serve(payments, admit=admit, handle=True) as server:
+        assert b" 200 " in exchange(server.url, charge("payments-writer-a"))
+        refused = exchange(server.url, charge("payments-writer-b"))
+        assert refused.startswith(b"HTTP/1.0 401 ") and b"not this run's" in refused
+        assert server.settle(timeout=30)
+        assert server.refused == [("POST", "/v1/charges", "not this run's")]
+    assert [r.tenant_id for r in payments.journal.requests()] == ["tenant-a"]
+    assert seen[0][1][0] == "127.0.0.1"  # the hook is told where the request came from
+
+
+def test_an_admission_hook_that_raises_refuses(payments: Provider) -> None:
+    def admit(request: httpx.Request, client: tuple[str, int]) -> str | None:
+        raise RuntimeError("broken hook")
+
+    with serve(payments, admit=admit, handle=True) as server:
+        answer = exchange(server.url, charge())
+        assert answer.startswith(b"HTTP/1.0 401 ") and b"broken hook" in answer
+    assert payments.journal.requests() == []
