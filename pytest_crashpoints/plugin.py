@@ -334,9 +334,14 @@ def _error_data(
         return None
     exc: BaseException = call.excinfo.value
     if fixture is not None and fixture.error is not None:
+        from .errors import CrashpointsError
+
+        said = None  # the harness's own account of it (a case that raised, and where)
+        if isinstance(fixture.error, CrashpointsError):
+            said = str(fixture.error).splitlines()[0]
         return error_result(
             item.nodeid, fixture.error, when=call.when, partial=partial, expect=expect,
-            origin=fixture.error_origin,
+            origin=fixture.error_origin, message=said,
         )
     if isinstance(exc, pytest.fail.Exception) and str(exc).startswith("crashpoints: "):
         # A mistake in how the test is set up, said in one line (a bad marker, a missing

@@ -26,7 +26,7 @@ import hashlib
 import itertools
 import shlex
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -50,7 +50,7 @@ from .schedule import (
 from .steps import fork_server_for
 from .token import decode_token, replay_token
 
-__all__ = ["CrashSettings", "explore"]
+__all__ = ["CaseRaised", "CrashSettings", "explore"]
 
 Mode = Literal["hypothesis", "exhaustive", "both"]
 #: A case's result, and where the reference ended differently (with a reference).
@@ -333,6 +333,10 @@ class _Explorer:
         options: dict[str, Any] = {
             "deadline": None,
             "suppress_health_check": [HealthCheck.too_slow, HealthCheck.filter_too_much],
+            # Looking for more failures after the first one goes on for ten seconds of wall
+            # time: on a busy machine fewer cases fit in them, and another failure could be
+            # the one reported. One failure, shrunk, is the same on every machine.
+            "report_multiple_bugs": False,
         }
         if self.settings.max_examples is not None:
             options["max_examples"] = self.settings.max_examples
@@ -361,7 +365,8 @@ class _Explorer:
         key = hashlib.sha256(f"pytest-crashpoints:{self.nodeid}".encode()).digest()
         test._hypothesis_internal_database_key = key  # type: ignore[attr-defined]
         try:
-            test()
+            with _shrinking_without_a_time_limit():
+                test()
         except _CaseFailed as exc:
             # Hypothesis re-raises the minimal failing example last.
             self.fail(exc.result)
@@ -371,7 +376,7 @@ class _Explorer:
                 # raise again): the first one, with its schedule, is the story.
                 schedule, first = raised[0]
                 token = replay_token(schedule, seed=self.settings.seed, nodeid=self.nodeid)
-                raise CrashpointsError(
+                raise CaseRaised(
                     f"a case raised {type(first).__name__}: {first} (schedule: {schedule}; "
                     f"replay: {_replay_command(self.nodeid, token)}); Hypothesis then stopped "
                     f"the exploration: {_first_line(exc)}"
@@ -395,6 +400,26 @@ class _Explorer:
             if not result.passed:
                 self.fail(result)
                 return
+
+
+@contextlib.contextmanager
+def _shrinking_without_a_time_limit() -> Iterator[None]:
+    """Hypothesis stops shrinking after five minutes of wall time; a case here runs real
+    processes, so on a busy machine that limit would pick a less minimal schedule than on a
+    quiet one. The number of shrinks Hypothesis allows still bounds the work. (Hypothesis
+    reads this limit from its engine module each time it starts shrinking; where that is not
+    so, nothing changes.)"""
+    from hypothesis.internal.conjecture import engine
+
+    limit = getattr(engine, "MAX_SHRINKING_SECONDS", None)
+    if not isinstance(limit, int):
+        yield
+        return
+    engine.MAX_SHRINKING_SECONDS = 24 * 3600
+    try:
+        yield
+    finally:
+        engine.MAX_SHRINKING_SECONDS = limit
 
 
 def _is_flaky(exc: BaseException) -> bool:
@@ -436,6 +461,11 @@ def _disagreement(found: CaseResult, confirmed: CaseResult) -> str | None:
 
 #: How a disagreement between the engines begins.
 _BUG = "crashpoints harness bug:"
+
+
+class CaseRaised(CrashpointsError):
+    """A case raised instead of giving a verdict (in the harness, or in the user's code it
+    calls, such as a ledger view), and Hypothesis stopped: ``__cause__`` is what it raised."""
 
 
 class _CaseFailed(AssertionError):

@@ -161,6 +161,7 @@ class CrashpointsFixture:
         Returns the report when every schedule passed (or, with ``expect=``, when the
         expected violation was caught).
         """
+        from .._harness.explore import CaseRaised
         from ..errors import CrashpointsError
         from .testerror import origin_of
 
@@ -182,12 +183,18 @@ class CrashpointsFixture:
             )
         except pytest.fail.Exception:
             raise  # a verdict (violations, coverage) or a set-up mistake, said in one line
-        except BaseException as exc:
-            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                raise
+        except CaseRaised as exc:
+            # A case raised: one line with its schedule and replay command; whose code it
+            # was is the cause's.
             self.error = exc
-            cause = exc.__cause__ if isinstance(exc, CrashpointsError) else exc
-            self.error_origin = origin_of(cause or exc)
+            self.error_origin = origin_of(exc.__cause__ or exc)
+            message = f"crashpoints: {self.nodeid}: {exc}"
+            raise pytest.fail.Exception(message, pytrace=False) from None
+        except CrashpointsError:
+            raise
+        except Exception as exc:
+            self.error = exc
+            self.error_origin = origin_of(exc)
             raise
 
     def _run(
@@ -206,7 +213,7 @@ class CrashpointsFixture:
         model: Script | None,
         setup: Callable[[Context], object] | None,
     ) -> ExplorationReport:
-        from .._harness.explore import explore
+        from .._harness.explore import CaseRaised, explore
         from .._harness.invariants import invariant_key, invariant_name
         from .._harness.report import render_failure
         from .._harness.scenario import Scenario
@@ -280,8 +287,8 @@ class CrashpointsFixture:
                     on_case=self._on_case(),
                 )
         except CrashpointsError as exc:
-            if exc.__cause__ is not None:
-                raise  # something broke inside: the report names it, with its origin
+            if isinstance(exc, CaseRaised):
+                raise
             # The harness could not run the test as set up (e.g. a worker that cannot cross to
             # a spawned process): one line that says what to do, not the harness's traceback.
             # "from None": the one line, not the harness's exception chained to it.

@@ -145,7 +145,7 @@ def test_clear_errors(
             '{"version": 1, "seed": 1, "interrupted": false, "tests": [{"nodeid": "t",'
             ' "outcome": "passed", "verdict": "fine", "cases": 1, "coverage": {"A": {}},'
             ' "failure": null}]}',
-            "(tests[0].verdict is 'fine', not one of 'passed', 'failed', 'caught')",
+            "(tests[0].verdict is 'fine', not one of 'passed', 'failed', 'caught', 'error')",
         ),
         (
             '{"version": 1, "seed": 1, "interrupted": false, "tests": [{"nodeid": "t",'

@@ -696,3 +696,4 @@ def test_once(crashpoints):
     [test] = json.loads((pytester.path / "report.json").read_text())["tests"]
     assert test["verdict"] == "error" and test["error_origin"] == "user code"
     assert "view_that_fails_once" in test["error_at"]
+    assert test["error"].startswith("a case raised RuntimeError: a view that fails once")
