@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-fast gate lint typecheck clean bench bound2 dist equivalence screenshot
+.PHONY: test test-fast gate lint typecheck clean bench bound2 dist equivalence screenshot stress
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,13 @@ bound2: $(STAMP)
 equivalence: $(STAMP)
 	$(BIN)/python -m pytest -p crashpoints scenarios --crashpoints-mode=exhaustive \
 		--crashpoints-max-faults=1 --crashpoints-engine=compare -n auto -q -p no:randomly
+
+# The gate's verdicts on a busy machine against a quiet one: 5 seeds, each run quiet, then
+# under load (4 busy processes per core, -n and --crashpoints-jobs above the core count, two
+# gate sessions at once); any difference in a verdict, schedule list or fingerprint fails and
+# shows both runs (about 25 minutes on 2 cores). STRESS_ARGS=--short: 1 seed, a few scenarios.
+stress: $(STAMP)
+	$(BIN)/python -m tests.stress $(STRESS_ARGS)
 
 # Benchmarks: writes bench/results.json and the table in docs/performance.md.
 # BENCH_ARGS=--quick for a smoke run, BENCH_ARGS='--only 1,3' for some items.

@@ -30,6 +30,7 @@ ITEMS = {
     5: "startup",
     7: "scaling",
     6: "memory",
+    11: "session_memory",
     8: "clock_pin",
     10: "peer",
     2: "sweep",

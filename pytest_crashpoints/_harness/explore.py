@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .._inject.failpoints import CRASH_POINTS
+from .._process.memory import release_freed_memory
 from ..errors import CrashpointsError
 from .case import CaseResult, run_case
 from .engine import KEEP_BUDGET, StatesEngine, states_supported
@@ -507,6 +508,9 @@ def explore(
             return _explore(explorer, scenario, settings, base_dir=base_dir, nodeid=nodeid)
     finally:
         explorer.report.seconds = time.monotonic() - started
+        # What the test's servers and engines freed goes back to the system, or a long
+        # session's memory grows without a leak (see _process/memory.py).
+        release_freed_memory()
 
 
 def _explore(
