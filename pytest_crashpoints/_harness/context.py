@@ -156,7 +156,10 @@ class CaseEnv:
     root: str
     providers: tuple[ProviderSpec, ...]
     transport_points: tuple[str, ...] = ("B", "C")
-    http_timeout: float = 10.0
+    #: Seconds the harness's own HTTP clients and relays wait for a provider's answer. A
+    #: provider always answers; this only bounds a broken one, so it is long enough for a
+    #: machine shared with other jobs.
+    http_timeout: float = 60.0
     urls: tuple[tuple[str, str], ...] = ()
     signing_secret: str = ""
     messages: tuple[Mapping[str, Any], ...] = ()

@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 
 __all__ = ["World", "authority_text"]
 
+#: Seconds a case's server waits for the bytes of a request before it hangs up.
+SERVER_READ_TIMEOUT = 60.0
+
 
 class World:
     """The external reality of one case over its run directory.
@@ -94,7 +97,15 @@ class World:
 
         for name, provider in self.providers.items():
             self.servers[name] = self._servers.enter_context(
-                serve(provider, preamble=_preamble, admit=self._admitter(name), handle=True)
+                serve(
+                    provider,
+                    preamble=_preamble,
+                    admit=self._admitter(name),
+                    handle=True,
+                    # A worker stopped (a crash state being copied) or starved on a busy
+                    # machine may hold a connection it has not written to yet.
+                    read_timeout=SERVER_READ_TIMEOUT,
+                )
             )
         return tuple((name, server.url) for name, server in self.servers.items())
 
