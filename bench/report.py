@@ -328,6 +328,37 @@ On this 2-core machine, with no xdist, two jobs checked the e-mail scenario's cr
 cores are shared by the parent, the fork server and two jobs' processes.
 """
 
+SHARED_RUNNERS = """\
+## Slow or shared runners
+
+A CI runner runs other jobs beside the gate: other test sessions, builds, another crash-test
+session. The gate gives the same verdict there as on a quiet laptop, and every test it ran is
+in every report; `make stress` holds it to that (below). What makes it so, and what to set:
+
+- **Nothing inside a case depends on wall-clock speed.** Harness time is a clock the harness
+  moves; provider latency, backoff, leases and search lag are harness seconds. Before a crash
+  state is copied or put back, and after every process ends, the providers' servers settle:
+  every request that reached them is answered first, so what a process sent just before it
+  died is applied, as a real provider applies it, however slow the machine. The servers answer
+  only the run's own processes (another run's process on a reused port is refused
+  unjournaled). Hypothesis reports one failure, shrunk without its wall-time limit.
+- **Timeouts.** `--crashpoints-timeout` (default 30 s per process) does not count the time a
+  worker's processes waited for a CPU (Linux counts it per thread), up to twenty times the
+  timeout in all: a worker delayed by other jobs is not timed out, a hung one (a deadlock, a
+  wait that never ends) is. Raise the timeout only for an agent whose own work is slow: its
+  real waits (an SQLite busy timeout, a `sleep` of its own) count. A process that times out
+  makes its case *inconclusive*, never a violation: the verdict is `error`, naming the slow
+  process.
+- **`-n`.** `-n auto` (one xdist worker per core) is right on a shared runner as on a laptop:
+  more workers than cores only add waiting, and the verdicts are the same either way.
+- **`--crashpoints-jobs`.** Leave it at `auto`: under `-n auto` each worker runs one case at a
+  time, since the cores are taken. More jobs than free cores change nothing but the time.
+- **Several crash-test sessions at once** (parallel CI jobs on one runner) need nothing: each
+  case has its own run directory, servers, ports, keys and signing secret.
+
+Measured on this 2-core machine (`python -m tests.stress`, 2026-12-01): {STRESS}
+"""
+
 KNOWN_COSTS = """\
 ## Known costs
 
@@ -446,7 +477,7 @@ def render(results: dict[str, Any]) -> str:
         f"Goals met: {', '.join(met) or 'none'}. Missed: {', '.join(missed) or 'none'}."
         + (f" Not measured: {', '.join(other)}." if other else "")
     )
-    lines += ["", *_profile(items), MEASURED, SESSION_COST, STATES, KNOWN_COSTS]
+    lines += ["", *_profile(items), MEASURED, SESSION_COST, STATES, SHARED_RUNNERS, KNOWN_COSTS]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -52,6 +52,7 @@ import re
 import select
 import selectors
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -98,11 +99,17 @@ class _Server(ThreadingHTTPServer):
         #: Every accepted connection not yet shut, and those whose thread waits for bytes.
         self._open: set[socket.socket] = set()
         self._blocked: set[socket.socket] = set()
-        #: Accepts in progress in the serving thread.
+        #: Accepts in progress in the serving thread; connections accepted so far, and the
+        #: number each one got.
         self._accepting = 0
+        self._accepted = 0
+        self._number: dict[socket.socket, int] = {}
         self._closing = False
         #: Requests refused by ``admit`` (never handled, never journaled), with the reason.
         self.refused: list[tuple[str, str, str]] = []
+        #: Holders of :meth:`held`, and requests being handled (admitted, then answered).
+        self._holders = 0
+        self._handling = 0
         # Written to by stop(): the serving loop wakes at once (a harness starts and stops
         # servers for every crash case, so waiting out a poll interval adds up).
         self._wake_read, self._wake_write = socket.socketpair()
@@ -145,6 +152,8 @@ class _Server(ThreadingHTTPServer):
             self._reading.add(request)
             self._open.add(request)
             self._blocked.add(request)
+            self._accepted += 1
+            self._number[request] = self._accepted
         super().process_request(request, client_address)
 
     def shutdown_request(self, request: Any) -> None:
@@ -152,6 +161,7 @@ class _Server(ThreadingHTTPServer):
             self._reading.discard(request)
             self._open.discard(request)
             self._blocked.discard(request)
+            self._number.pop(request, None)
             self._changed.notify_all()
         super().shutdown_request(request)
 
@@ -170,20 +180,69 @@ class _Server(ThreadingHTTPServer):
                 self._changed.notify_all()
         return ready
 
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """No request is handled while the block runs: one being handled when it starts is
+        finished first, and later ones wait (their clients see a slower answer)."""
+        with self._changed:
+            self._holders += 1
+            while self._handling:
+                self._changed.wait()
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._holders -= 1
+                self._changed.notify_all()
+
+    @contextmanager
+    def handling(self) -> Iterator[None]:
+        """A whole request is admitted and answered (waits while the server is held)."""
+        with self._changed:
+            while self._holders:
+                self._changed.wait()
+            self._handling += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._handling -= 1
+                self._changed.notify_all()
+
     def settle(self, timeout: float) -> bool:
-        """Wait until every request that reached the server is answered or dropped (see the
-        module docstring); False if that takes longer than ``timeout`` seconds."""
+        """Wait until every request that reached the server before this call is answered or
+        dropped (see the module docstring); False if that takes longer than ``timeout``
+        seconds. Requests that arrive meanwhile are not waited for: a client that never
+        stops sending cannot hold it."""
         deadline = time.monotonic() + timeout
         with self._changed:
-            while True:
-                quiet = not self._accepting and self._open <= self._blocked
-                if quiet and not _readable([self, *self._blocked]):
-                    return True
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
+            # The connections in the listening backlog now are part of "before this call":
+            # wait until the serving thread has accepted them.
+            # (An accept in progress is counted: its connection may have left the queue.)
+            target = self._accepted + self._accepting + _backlog(self.socket)
+            while self._accepted < target and (
+                self._accepting or _readable([self])
+            ):
+                if not self._wait(deadline):
                     return False
-                # A connection's bytes arriving wakes no one here: look again soon.
-                self._changed.wait(min(remaining, 0.002))
+            last = self._accepted
+            while True:
+                waiting = [c for c, n in self._number.items() if n <= last]
+                working = [c for c in waiting if c not in self._blocked]
+                if not working and not _readable(waiting):
+                    return True
+                if not self._wait(deadline):
+                    return False
+
+    def _wait(self, deadline: float) -> bool:
+        """Wait (holding the condition) for a change, or a moment; False past ``deadline``."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        # A connection's bytes arriving wakes no one here: look again soon.
+        self._changed.wait(min(remaining, 0.002))
+        return True
+
 
     def read_whole(self, connection: socket.socket) -> bool:
         """Mark the request on ``connection`` as read; False if the server is closing, in which
@@ -201,6 +260,19 @@ class _Server(ThreadingHTTPServer):
                 # can still write its answer.
                 with contextlib.suppress(OSError):
                     connection.shutdown(socket.SHUT_RD)
+
+
+def _backlog(listening: socket.socket) -> int:
+    """How many connections wait in ``listening``'s accept queue (Linux: ``TCP_INFO``'s
+    ``tcpi_unacked`` of a listening socket); 0 where that cannot be read (the caller then
+    looks at whether the socket is readable)."""
+    try:
+        info = listening.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+    except (OSError, AttributeError):
+        return 0
+    if len(info) < 28:
+        return 0
+    return int.from_bytes(info[24:28], sys.byteorder)
 
 
 def _readable(sockets: list[Any]) -> bool:
@@ -285,23 +357,9 @@ class _Handler(BaseHTTPRequestHandler):
         except (httpx.InvalidURL, ValueError):
             self.send_error(400, "Invalid request line")
             return
-        if self.server.admit is not None:
-            try:
-                refusal = self.server.admit(request, self.client_address)
-            except Exception as exc:  # the hook's bug refuses, never admits by accident
-                refusal = f"the admission hook raised {exc!r}"
-            if refusal is not None:
-                with self.server._lock:
-                    self.server.refused.append((self.command, self.path, refusal))
-                self.send_error(401, "Not admitted", refusal)
-                return
-        try:
-            response = self.server.provider.handle(request)
-        except httpx.TransportError:
-            self.close_connection = True  # no response at all: the client sees the socket close
-            return
-        except Exception as exc:  # a broken journal must not kill the server thread silently
-            self.send_error(500, "Fake provider error", f"the fake provider raised {exc!r}")
+        with self.server.handling():
+            response = self._answer(request)
+        if response is None:
             return
         extra = b""
         if self.server.preamble is not None:
@@ -314,6 +372,29 @@ class _Handler(BaseHTTPRequestHandler):
                 return
         # One write: the preamble reaches the client together with the answer, never alone.
         self.wfile.write(bytes(extra) + self._head(response) + response.content)
+
+    def _answer(self, request: httpx.Request) -> httpx.Response | None:
+        """The provider's response to an admitted request; None when the client gets none
+        (refused, or a fault that closes the connection) or the server's own error answer
+        was sent."""
+        if self.server.admit is not None:
+            try:
+                refusal = self.server.admit(request, self.client_address)
+            except Exception as exc:  # the hook's bug refuses, never admits by accident
+                refusal = f"the admission hook raised {exc!r}"
+            if refusal is not None:
+                with self.server._lock:
+                    self.server.refused.append((self.command, self.path, refusal))
+                self.send_error(401, "Not admitted", refusal)
+                return None
+        try:
+            return self.server.provider.handle(request)
+        except httpx.TransportError:
+            self.close_connection = True  # no response at all: the client sees the socket close
+            return None
+        except Exception as exc:  # a broken journal must not kill the server thread silently
+            self.send_error(500, "Fake provider error", f"the fake provider raised {exc!r}")
+            return None
 
     def _head(self, response: httpx.Response) -> bytes:
         """Status line and headers, the provider's headers spelled as it wrote them."""
@@ -352,6 +433,12 @@ class Server:
         connection waiting to be accepted, none with unread bytes, none being answered);
         return False if that takes more than ``timeout`` seconds."""
         return self._server.settle(timeout)
+
+    def held(self) -> contextlib.AbstractContextManager[None]:
+        """A context manager: while it runs, the provider handles no request (a request
+        being handled when it starts is finished first; later ones wait). For copying or
+        replacing the provider's journal with no thread of this process writing it."""
+        return self._server.held()
 
     @property
     def refused(self) -> list[tuple[str, str, str]]:

@@ -234,23 +234,37 @@ class StatesEngine:
     def _keep(self, key: tuple[Step, ...], run: CaseRun) -> _Node:
         node = self.nodes.get(key)
         if node is None:
-            node = _Node(self.reader.capture(self.blobs), _memento(run))
+            node = _Node(self._capture(run), _memento(run))
             self.nodes[key] = node
         return node
+
+    def _capture(self, run: CaseRun, *, keep: bool = True, at: str = "") -> DurableState:
+        """The run directory's durable state now, copied while nothing writes it: every
+        process of the case is stopped or gone, and the providers' servers have answered
+        what reached them and hold the rest (``World.still``)."""
+        with self.world.still() as unsettled:
+            for provider in unsettled:
+                run.errors.append(
+                    f"the {provider} server was still answering a request when the state"
+                    f"{at} was copied"
+                )
+            return self.reader.capture(self.blobs, keep=keep)
 
     def _put_back(self, state: DurableState) -> None:
         """Make the run directory ``state``. Every connection this process holds on its
         files is closed first (the next read opens the databases as after a crash), and the
         reader's descriptors with them: nothing holds a lock that closing could drop."""
         world = self.world
-        world.settle()  # every process has ended: nothing may still write the journals
-        world.live.clear()
-        world.ctx.close()
-        world.ctx = Context(world.env, "harness")
-        for provider in world.providers.values():
-            provider.close()
-        self.reader.close()
-        restore(state, self.run_dir.path, self.blobs)
+        world.live.clear()  # every process of the case has ended: none is admitted now
+        # Nothing of this process writes the journals while their files are replaced: the
+        # servers answered what reached them and hold what comes.
+        with world.still():
+            world.ctx.close()
+            world.ctx = Context(world.env, "harness")
+            for provider in world.providers.values():
+                provider.close()
+            self.reader.close()
+            restore(state, self.run_dir.path, self.blobs)
 
     def _resume(self, node: _Node, schedule: Schedule) -> CaseRun:
         self._put_back(node.state)
@@ -281,12 +295,7 @@ class StatesEngine:
 
             def on_stop(point: str, n: int, trace_length: int, deferred: bool) -> None:
                 # What the stopped process sent is answered first, as after a kill there.
-                for provider in self.world.settle():
-                    run.errors.append(
-                        f"the {provider} server was still answering a request while a "
-                        f"process was stopped at {point} (hit {n})"
-                    )
-                state = self.reader.capture(self.blobs)
+                state = self._capture(run, at=f" at {point} (hit {n})")
                 recording.stops.append(_Stop(point, n, trace_length, deferred, state))
 
             worker = run.start(fn, args, faults)
@@ -377,7 +386,7 @@ class StatesEngine:
         self, run: CaseRun, schedule: Schedule, expected: Sequence[ExpectedEffect] | None
     ) -> CaseResult:
         node = self.nodes.get(schedule.steps)
-        state = node.state if node is not None else self.reader.capture(self.blobs, keep=False)
+        state = node.state if node is not None else self._capture(run, keep=False)
         key = (
             state.digest,
             run.step,

@@ -8,8 +8,9 @@ view) to gather the evidence.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from .._ledger.authority import Authority
@@ -160,6 +161,19 @@ class World:
         settle within the case's timeout."""
         timeout = self.scenario.timeout
         return [name for name, server in self.servers.items() if not server.settle(timeout)]
+
+    @contextlib.contextmanager
+    def still(self) -> Iterator[list[str]]:
+        """While the block runs, nothing of this process writes the providers' journals: the
+        servers settle (every request that reached them answered), then hold (later ones
+        wait until the block ends). Yields the providers that did not settle within the
+        case's timeout. (The case's processes are the caller's to stop: a journal's SQLite
+        lock is not taken, since a stopped process may hold it.)"""
+        unsettled = self.settle()
+        with contextlib.ExitStack() as stack:
+            for server in self.servers.values():
+                stack.enter_context(server.held())
+            yield unsettled
 
     def refusals(self) -> list[tuple[str, str, str, str]]:
         """``(provider, method, path, reason)`` of the requests the servers refused since the

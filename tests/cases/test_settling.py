@@ -11,6 +11,7 @@ only after the worker has ended.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import sqlite3
@@ -94,3 +95,77 @@ def test_the_states_engine_copies_and_restores_only_settled_journals(tmp_path: P
             result = engine.run(Schedule((Deliver(0),)), None)
             assert result.errors == () and result.passed
             assert len(sent(result)) == 1
+
+
+def test_crash_states_are_consistent_while_a_thread_of_the_harness_writes(
+    tmp_path: Path,
+) -> None:
+    """The providers' servers are threads of the harness: requests keep arriving (here, the
+    harness's own, from another thread) while the states engine copies the run directory at
+    every fail point and puts saved states back for each schedule. Every copy is a
+    consistent SQLite file (``PRAGMA quick_check``), and every case reads its journals."""
+    import threading
+
+    import httpx
+
+    from pytest_crashpoints import reference_worker
+    from pytest_crashpoints.harness import KillAt
+
+    message = {
+        "task_id": "t-1",
+        "calls": [
+            {
+                "tool": "send_email",
+                "key": "invoice:t-1:send",
+                "args": {"to": "ada@example.com", "subject": "Invoice", "body": "100 EUR"},
+            }
+        ],
+    }
+    scenario = Scenario(
+        worker=reference_worker,
+        recover=None,
+        messages=(message,),
+        providers=(ProviderSpec("email"),),
+        authorities={
+            "t-1": Authority.of(
+                tenant_id="tenant-1", credential_scope="email:read email:write",
+                policy_version="p1",
+            )
+        },
+    )
+    stop = threading.Event()
+    answered: list[int] = []
+    with StatesEngine(scenario, base_dir=tmp_path) as engine:
+        ctx = engine.world.ctx
+        url, key = ctx.base_url("email"), ctx.api_key("email", "t-1")
+
+        def hammer() -> None:
+            with httpx.Client(base_url=url, timeout=60) as client:
+                while not stop.is_set():
+                    answer = client.get(
+                        "/v3/messages", headers={"Authorization": f"Bearer {key}"}
+                    )
+                    answered.append(answer.status_code)
+
+        thread = threading.Thread(target=hammer)
+        thread.start()
+        try:
+            schedules = [
+                Schedule((Deliver(0),)),
+                Schedule((Deliver(0, KillAt("B")),)),
+                Schedule((Deliver(0, KillAt("C")),)),
+                Schedule((Deliver(0, KillAt("A")),)),
+            ]
+            for schedule in schedules * 2:
+                engine.results.clear()
+                result = engine.run(schedule, None)
+                # The servers settle though requests never stop coming (nothing waits for
+                # what arrives after it asks), and nothing is torn.
+                assert result.errors == (), result.errors
+                for database in engine.run_dir.path.rglob("*.sqlite3"):
+                    with contextlib.closing(sqlite3.connect(database)) as check:
+                        assert check.execute("PRAGMA quick_check").fetchone() == ("ok",)
+        finally:
+            stop.set()
+            thread.join()
+    assert answered and set(answered) <= {200, 404}
