@@ -304,55 +304,19 @@ def _error_data(
     item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport, fixture: Any
 ) -> dict[str, Any] | None:
     """The report entry of a crash test (marked, or using the fixture) that ended in an error
-    in ``call.when`` (``setup`` or ``call``) without an exploration report; None for any
-    other test or phase."""
-    if call.when not in ("setup", "call") or report.skipped:
-        return None
+    without an exploration report; None for any other test or phase."""
     marked = item.get_closest_marker("crashpoints") is not None
-    if not marked and fixture is None:
+    if call.when not in ("setup", "call") or report.skipped or (not marked and fixture is None):
         return None
-    from ._plugin.testerror import error_result
+    from ._plugin.testerror import crash_test_error
 
-    expect = []
     parsed = item.stash.get(marker_key, None)
-    if parsed is not None and not isinstance(parsed, str):
-        expect = list(parsed.expect)
-    partial = None
-    if fixture is not None and fixture.partial is not None:
-        partial = fixture.partial.to_json()
-    if report.passed:
-        if call.when != "call" or fixture is None or fixture.ran:
-            return None
-        return error_result(
-            item.nodeid,
-            RuntimeError("the test never called crashpoints.run: it ran no crash case"),
-            when=call.when,
-            expect=expect,
-            origin=("user code", None),
-        )
-    if call.excinfo is None:
-        return None
-    exc: BaseException = call.excinfo.value
-    if fixture is not None and fixture.error is not None:
-        from .errors import CrashpointsError
-
-        said = None  # the harness's own account of it (a case that raised, and where)
-        if isinstance(fixture.error, CrashpointsError):
-            said = str(fixture.error).splitlines()[0]
-        return error_result(
-            item.nodeid, fixture.error, when=call.when, partial=partial, expect=expect,
-            origin=fixture.error_origin, message=said,
-        )
-    if isinstance(exc, pytest.fail.Exception) and str(exc).startswith("crashpoints: "):
-        # A mistake in how the test is set up, said in one line (a bad marker, a missing
-        # argument): the user's to fix.
-        text = str(exc).splitlines()[0].removeprefix("crashpoints: ")
-        text = text.removeprefix(f"{item.nodeid}: ").removeprefix(f"bad marker on {item.nodeid}: ")
-        return error_result(
-            item.nodeid, exc, when=call.when, partial=partial, expect=expect,
-            origin=("user code", None), message=f"set-up: {text}",
-        )
-    return error_result(item.nodeid, exc, when=call.when, partial=partial, expect=expect)
+    expect = [] if parsed is None or isinstance(parsed, str) else list(parsed.expect)
+    excinfo = call.excinfo.value if call.excinfo is not None else None
+    return crash_test_error(
+        item.nodeid, when=call.when, passed=report.passed, exc=excinfo, fixture=fixture,
+        expect=expect,
+    )
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

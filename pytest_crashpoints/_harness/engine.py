@@ -46,7 +46,7 @@ from .context import CaseEnv, Context
 from .crashstates import Blobs, DurableState, RunDirReader, restore
 from .evidence import ExpectedEffect
 from .history import History
-from .quiet import needs_recovery, quiet
+from .quiet import needs_recovery, quiet, replay_error
 from .rundir import RunDir
 from .scenario import Scenario
 from .schedule import RECOVERY_POINTS, Deliver, KillAt, Schedule, Step
@@ -509,7 +509,7 @@ class _StoppedReplay:
             quiet(copy)
             ended = engine.world.state_lines()
         finally:
-            run.errors += [f"killed-recovery replay: {error}" for error in copy.errors]
+            run.errors += [replay_error(error) for error in copy.errors]
         diff = tuple(
             difflib.unified_diff(final, ended, "uninterrupted", "killed+rerun", n=0, lineterm="")
         )

@@ -17,11 +17,12 @@ from pathlib import Path
 
 from .context import CaseEnv
 from .schedule import RECOVERY_POINTS, KillAt
-from .steps import CaseRun
+from .steps import INCONCLUSIVE, CaseRun
 from .world import World
 
 __all__ = [
     "QUIET_ROUNDS",
+    "replay_error",
     "QUIET_STEP",
     "killed_recovery_diff",
     "needs_recovery",
@@ -99,6 +100,14 @@ def snapshot(run: CaseRun, target: Path) -> CaseEnv:
     return dataclasses.replace(run.env, root=str(copy.path))
 
 
+def replay_error(error: str) -> str:
+    """An error of the killed-recovery replay, as the case reports it (an inconclusive one
+    stays inconclusive: its marker first)."""
+    if error.startswith(INCONCLUSIVE):
+        return f"{INCONCLUSIVE}killed-recovery replay: {error.removeprefix(INCONCLUSIVE)}"
+    return f"killed-recovery replay: {error}"
+
+
 def killed_recovery_diff(
     run: CaseRun,
     copy_env: CaseEnv,
@@ -141,7 +150,7 @@ def killed_recovery_diff(
         quiet(copy)
         ended = world.state_lines()
     finally:
-        run.errors += [f"killed-recovery replay: {error}" for error in copy.errors]
+        run.errors += [replay_error(error) for error in copy.errors]
         world.close()
     diff = tuple(
         difflib.unified_diff(final, ended, "uninterrupted", "killed+rerun", n=0, lineterm="")

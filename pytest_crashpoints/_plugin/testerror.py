@@ -16,7 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-__all__ = ["ERROR", "error_result", "origin_of"]
+__all__ = ["ERROR", "crash_test_error", "error_result", "origin_of"]
 
 #: The verdict of a crash test that ended in an error.
 ERROR = "error"
@@ -125,3 +125,55 @@ def error_result(
     if expect:
         data["expect"] = list(expect)
     return data
+
+
+def crash_test_error(
+    nodeid: str,
+    *,
+    when: str,
+    passed: bool,
+    exc: BaseException | None,
+    fixture: Any,
+    expect: list[Any],
+) -> dict[str, Any] | None:
+    """The report entry of crash test ``nodeid`` whose pytest phase ``when`` ended without an
+    exploration report: it raised ``exc`` (the fixture's own record of what ``run`` raised
+    wins), or it passed without calling ``crashpoints.run``. None when there is nothing to
+    say (a passing set-up)."""
+    import pytest
+
+    partial = None
+    if fixture is not None and fixture.partial is not None:
+        partial = fixture.partial.to_json()
+    if passed:
+        if when != "call" or fixture is None or fixture.ran:
+            return None
+        return error_result(
+            nodeid,
+            RuntimeError("the test never called crashpoints.run: it ran no crash case"),
+            when=when,
+            expect=expect,
+            origin=("user code", None),
+        )
+    if fixture is not None and fixture.error is not None:
+        from ..errors import CrashpointsError
+
+        said = None  # the harness's own account of it (a case that raised, and where)
+        if isinstance(fixture.error, CrashpointsError):
+            said = str(fixture.error).splitlines()[0]
+        return error_result(
+            nodeid, fixture.error, when=when, partial=partial, expect=expect,
+            origin=fixture.error_origin, message=said,
+        )
+    if exc is None:
+        return None
+    if isinstance(exc, pytest.fail.Exception) and str(exc).startswith("crashpoints: "):
+        # A mistake in how the test is set up, said in one line (a bad marker, a missing
+        # argument): the user's to fix.
+        text = str(exc).splitlines()[0].removeprefix("crashpoints: ")
+        text = text.removeprefix(f"{nodeid}: ").removeprefix(f"bad marker on {nodeid}: ")
+        return error_result(
+            nodeid, exc, when=when, partial=partial, expect=expect,
+            origin=("user code", None), message=f"set-up: {text}",
+        )
+    return error_result(nodeid, exc, when=when, partial=partial, expect=expect)

@@ -297,7 +297,7 @@ def hangs_after_a_crashed_recovery(ctx: Context) -> None:
     ctx.recover()
 
 
-def test_a_recovery_that_hangs_in_the_killed_recovery_replay_is_a_harness_error(
+def test_a_recovery_that_hangs_in_the_killed_recovery_replay_is_inconclusive(
     tmp_path: Path,
 ) -> None:
     case = scenario(
@@ -308,9 +308,10 @@ def test_a_recovery_that_hangs_in_the_killed_recovery_replay_is_a_harness_error(
         timeout=2.0,
     )
     result = run_case(case, Schedule((Deliver(0, KillAt("B")),)), base_dir=tmp_path)
-    assert not result.passed
+    assert not result.passed and result.violations == ()  # a timeout proves nothing
     assert any(
-        error.startswith("killed-recovery replay: recovery-") and "timed out" in error
+        error.startswith("inconclusive: killed-recovery replay: recovery-")
+        and "timed out" in error
         for error in result.errors
     ), result.errors
 
