@@ -367,7 +367,8 @@ and fingerprints as its quiet twin:
 | `crashpoints gate scenarios -- -n auto`, quiet | about 80 s |
 | the same, two sessions at once beside 4 busy processes (load about 8) | 235 s each, both passed |
 | `python -m tests.stress --short` (7 scenario files), quiet, `-n 2` | 31 s |
-| the same, two sessions at once beside 8 busy processes, `-n 4 --crashpoints-jobs=3` (load 21) | 147 s |
+| the same, two sessions at once beside 8 busy processes, `-n 4 --crashpoints-jobs=3` \
+(load 21) | 147 s |
 
 So a gate takes about three times as long on a runner this busy; nothing else changes. The
 timeout needs no raising for it: no process of these runs came near 30 s of its own time.

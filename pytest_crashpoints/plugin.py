@@ -49,6 +49,8 @@ seed_key = pytest.StashKey[int]()
 seed_origin_key = pytest.StashKey[str]()
 marker_key = pytest.StashKey[Any]()
 fixture_key = pytest.StashKey[Any]()
+#: Whether the test's call phase passed (a crash test that passed without running is an error).
+call_passed_key = pytest.StashKey[bool]()
 #: Where a running crash test reports its progress: the live lines of this process, or, in an
 #: xdist worker, the file the controller reads.
 progress_key = pytest.StashKey[Any]()
@@ -267,6 +269,13 @@ def crashpoints(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cras
     from ._process.handle import kill_live_workers
 
     kill_live_workers()
+    if not fixture.ran and item.stash.get(call_passed_key, False):
+        pytest.fail(
+            f"crashpoints: {item.nodeid}: the test asked for the crashpoints fixture but never "
+            "called crashpoints.run: it ran no crash case (call crashpoints.run(worker=..., "
+            "messages=...), or drop the fixture).",
+            pytrace=False,
+        )
 
 
 @pytest.hookimpl(wrapper=True)
@@ -274,6 +283,8 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
+    if call.when == "call":
+        item.stash[call_passed_key] = report.passed
     fixture = item.stash.get(fixture_key, None)
     if fixture is None or fixture.report is None:
         # No exploration report: a crash test that ended in an error is still reported.
@@ -315,7 +326,7 @@ def _error_data(
     excinfo = call.excinfo.value if call.excinfo is not None else None
     return crash_test_error(
         item.nodeid, when=call.when, passed=report.passed, exc=excinfo, fixture=fixture,
-        expect=expect,
+        expect=expect, seed=item.config.stash[seed_key],
     )
 
 

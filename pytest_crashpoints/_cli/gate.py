@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from .._plugin.report import new_file_beside, write_text
 from ..errors import CrashpointsError
 from .report import load_report, render_markdown, render_table, report_totals
 
@@ -49,8 +50,16 @@ def gate(
     if missing:
         print(f"crashpoints gate: error: no such path: {', '.join(missing)}", file=sys.stderr)
         return GATE_ERROR
-    new_report, new_junit = _new(report), _new(junit)
-    try:
+    for path in (report, junit):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    # Files of this run's own, beside the reports (two gates in one folder never share one),
+    # created new (never through a link) and renamed over the reports once complete.
+    with new_file_beside(report, suffix=".new") as new_report, new_file_beside(
+        junit, suffix=".new"
+    ) as new_junit:
+        # pytest writes the report only when crash tests ran, by a rename onto this name
+        # (never through a link); the JUnit file it writes into, so that one stays.
+        new_report.unlink()
         run = run_pytest(
             [
                 "--crashpoints-strict-coverage",
@@ -62,9 +71,6 @@ def gate(
         )
         reports = _Reports(report, junit, markdown, html)
         return _conclude(run, paths, reports, new_report, new_junit, out)
-    finally:
-        new_report.unlink(missing_ok=True)
-        new_junit.unlink(missing_ok=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,7 +145,7 @@ def _conclude(
     )
     text = render_markdown(document, passed=passed)
     new_report.replace(report)
-    if new_junit.is_file():
+    if new_junit.is_file() and new_junit.stat().st_size:  # pytest wrote it
         new_junit.replace(junit)
     write_atomically(markdown, text)
     if reports.html is not None:
@@ -167,20 +173,10 @@ def _conclude(
     return 0 if passed else (status or 1)
 
 
-def _new(path: Path) -> Path:
-    return path.with_name(path.name + ".new")
-
-
 def write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename: a reader sees the old
-    file or the new one, never a part."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    try:
-        partial.write_text(text, encoding="utf-8")
-        partial.replace(path)
-    finally:
-        partial.unlink(missing_ok=True)
+    """Write ``text`` to ``path`` through a temporary file of its own and a rename: a reader
+    sees the old file or the new one, never a part; nothing is written through a link."""
+    write_text(path, text)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -165,8 +165,8 @@ def render_markdown(document: Mapping[str, Any], *, passed: bool) -> str:
             lines += [f"- {what}" for what in unchecked]
         failure = test.get("failure")
         if test.get("error") and not failure:
-            lines += ["", f"### `{test['nodeid']}`", "", str(test["error"])]
-        if failure and verdict_of(test) == "failed":
+            lines += ["", f"### `{test['nodeid']}`", "", why(test)]
+        if failure and verdict_of(test) in ("failed", "error"):
             lines += [
                 "",
                 f"### `{test['nodeid']}`",
@@ -174,7 +174,7 @@ def render_markdown(document: Mapping[str, Any], *, passed: bool) -> str:
                 f"Minimal schedule: {failure['schedule_text']}",
                 "",
                 "```",
-                *failure["violations"],
+                *(failure["violations"] or [str(test.get("error") or "")]),
                 "```",
                 "",
                 f"Replay: `{failure['replay_command']}`",

@@ -59,6 +59,8 @@ def show_schedules(path: Path, test: str, *, out: TextIO | None = None) -> int:
         document = load_report(path)
         chosen = _one_test(document["tests"], test, path)
         schedules = chosen.get("schedules")  # its entries are checked by load_report's schema
+        if schedules is None and verdict_of(chosen) == "error":
+            schedules = []  # it ended in an error before any case ran
         if not isinstance(schedules, list):
             raise CrashpointsError(
                 f"{path} does not list the schedules {chosen['nodeid']} ran (a report written "
@@ -73,6 +75,8 @@ def show_schedules(path: Path, test: str, *, out: TextIO | None = None) -> int:
         f"{len(schedules) - failed} passed, {failed} failed",
         file=out,
     )
+    if chosen.get("error"):
+        print(f"error: {chosen['error']}", file=out)
     try:
         for line in schedule_lines(schedules, fingerprints=True):
             print(line, file=out)

@@ -48,7 +48,7 @@ from .schedule import (
     covering_schedules,
     enumerate_schedules,
 )
-from .steps import fork_server_for
+from .steps import INCONCLUSIVE, fork_server_for
 from .token import decode_token, replay_token
 
 __all__ = ["CaseRaised", "CrashSettings", "explore"]
@@ -210,6 +210,11 @@ class _Explorer:
         }
 
     def fail(self, result: CaseResult) -> None:
+        if any(error.startswith(INCONCLUSIVE) for error in result.errors):
+            # A process timed out: running the schedule again (to confirm it, to check it is
+            # deterministic) would only wait out the timeout again, and prove nothing more.
+            self._report_failure(result, again=result, disagreement=None)
+            return
         disagreement = None
         if self.engine is not None and self.settings.engine != "compare":
             # Confirmed by a real kill: the schedule the processes way, in fresh processes.
@@ -232,6 +237,11 @@ class _Explorer:
             name="rerun",
             expected=self.expected,
         )
+        self._report_failure(result, again=again, disagreement=disagreement)
+
+    def _report_failure(
+        self, result: CaseResult, *, again: CaseResult, disagreement: str | None
+    ) -> None:
         deterministic = again.fingerprint == result.fingerprint and again.passed == result.passed
         if disagreement and not deterministic:
             # Two real runs of the schedule differ: the agent (or the harness) depends on

@@ -240,9 +240,10 @@ class CaseRun:
             # Nothing the case left after it says anything about the agent: inconclusive,
             # never a violation.
             self.errors.append(
-                f"{INCONCLUSIVE}{text}; the case's end proves nothing (raise the timeout with "
-                "--crashpoints-timeout or timeout= on the marker if the agent is this slow "
-                "here, or look for a hang in it)"
+                f"{INCONCLUSIVE}{text}; the case's end proves nothing. If the agent is this "
+                f"slow here, raise the timeout ({outcome.timeout:g}s now: timeout= on the "
+                "marker wins over --crashpoints-timeout, PYTEST_CRASHPOINTS_TIMEOUT and the "
+                "ini's crashpoints_timeout); else look for a hang in it"
             )
             self.history.add(self.step, now, "timeout", text, process=who)
         else:

@@ -822,6 +822,8 @@ def _replay(tid: str, failure: Mapping[str, Any]) -> list[str]:
 
 def _schedules(tid: str, test: Mapping[str, Any]) -> str:
     schedules = test.get("schedules")
+    if schedules is None and verdict_of(test) == "error":
+        return "<p>No schedule ran: the test ended in the error above first.</p>"
     if not isinstance(schedules, list) or not all(isinstance(s, Mapping) for s in schedules):
         return "<p>The schedules run are not in this report (written by an older release).</p>"
     failed = sum(1 for s in schedules if s.get("verdict") != "passed")

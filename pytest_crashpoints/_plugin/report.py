@@ -3,7 +3,11 @@ xdist workers), aggregated at the end of the session, and written as the JSON re
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +16,7 @@ __all__ = [
     "REPORT_VERSION",
     "collect",
     "junit_properties",
+    "new_file_beside",
     "report_document",
     "write_report",
     "write_text",
@@ -100,12 +105,35 @@ def write_report(
 
 
 def write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a partial file and a rename (its folders are
-    created): a reader sees the old file or the new one, never a part."""
+    """Write ``text`` to ``path`` atomically: through a temporary file of its own in the same
+    folder (created new, with a name nobody can guess, so never through a link someone
+    planted), renamed over ``path``. A reader sees the old file or the new one, never a part;
+    a symlink at ``path`` is replaced by the file, its target left untouched. Its folders are
+    created."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
+    with new_file_beside(path, suffix=".partial") as temporary:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+
+
+@contextlib.contextmanager
+def new_file_beside(path: Path, *, suffix: str) -> Iterator[Path]:
+    """A new, empty file in ``path``'s folder, named after it (``.NAME.XXXXXXXX<suffix>``),
+    readable as a file the user made (``0666`` less the umask); removed when the block ends
+    unless it was renamed meanwhile."""
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
     try:
-        partial.write_text(text, encoding="utf-8")
-        partial.replace(path)
+        os.fchmod(fd, 0o666 & ~_umask())
     finally:
-        partial.unlink(missing_ok=True)
+        os.close(fd)
+    try:
+        yield Path(name)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name)
+
+
+def _umask() -> int:
+    current = os.umask(0o022)
+    os.umask(current)
+    return current

@@ -135,6 +135,7 @@ def crash_test_error(
     exc: BaseException | None,
     fixture: Any,
     expect: list[Any],
+    seed: int | None = None,
 ) -> dict[str, Any] | None:
     """The report entry of crash test ``nodeid`` whose pytest phase ``when`` ended without an
     exploration report: it raised ``exc`` (the fixture's own record of what ``run`` raised
@@ -142,7 +143,7 @@ def crash_test_error(
     say (a passing set-up)."""
     import pytest
 
-    partial = None
+    partial: dict[str, Any] = {"seed": seed} if seed is not None else {}
     if fixture is not None and fixture.partial is not None:
         partial = fixture.partial.to_json()
     if passed:
@@ -152,6 +153,7 @@ def crash_test_error(
             nodeid,
             RuntimeError("the test never called crashpoints.run: it ran no crash case"),
             when=when,
+            partial=partial,
             expect=expect,
             origin=("user code", None),
         )

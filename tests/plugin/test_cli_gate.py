@@ -344,3 +344,29 @@ def test_an_error_inside_the_harness_is_told_from_the_users(
     assert test["error_origin"] == "harness" and "fake_providers" in test["error_at"]
     assert "DatabaseError" in test["error"]
     assert "error in harness at fake_providers" in out
+
+
+def test_a_symlink_at_a_report_name_leaves_its_target_untouched(
+    suite: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Someone who can write to the folder plants links at the reports' names, final and
+    temporary (the names earlier releases used): the gate writes through none of them."""
+    write(suite, "1")
+    victims = suite.parent / "victims"
+    victims.mkdir()
+    names = [
+        "crashpoints-report.json", "crashpoints-junit.xml", "crashpoints-summary.md",
+        "crashpoints-report.html", "crashpoints-summary.md.partial",
+        "crashpoints-junit.xml.new", "crashpoints-report.json.new",
+        "crashpoints-report.html.partial",
+    ]
+    for name in names:
+        victim = victims / name
+        victim.write_text("precious")
+        Path(name).symlink_to(victim)
+    assert main(["gate", "crash", "--", "-p", "no:randomly"]) == 0
+    capfd.readouterr()
+    assert all((victims / name).read_text() == "precious" for name in names)
+    for name in names[:4]:  # the reports: written, as files of their own
+        assert not Path(name).is_symlink() and Path(name).stat().st_size > 0
+    json.loads(Path("crashpoints-report.json").read_text())

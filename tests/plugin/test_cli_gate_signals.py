@@ -116,6 +116,11 @@ def read_until(
     assert text in seen, seen.decode()
 
 
+def leftovers(folder: Path) -> list[str]:
+    """Temporary files of the gate's left in ``folder`` (their names begin with a dot)."""
+    return [p.name for p in folder.iterdir() if p.name.endswith((".new", ".partial"))]
+
+
 def wait_until(condition: Callable[[], bool], *, timeout: float) -> bool:
     """Whether ``condition()`` came true within ``timeout`` seconds (looked at every 50 ms).
     A deadline, not a guess: on a busy machine it is reached later, never missed."""
@@ -165,7 +170,7 @@ def test_a_signal_to_the_gate_leaves_no_process(workdir: Path, signum: signal.Si
         assert b"Traceback" not in out
     # The previous run's report stays until a new one is complete.
     assert (workdir / "crashpoints-report.json").read_bytes() == OLD_REPORT
-    assert not list(workdir.glob("*.new")) or signum == signal.SIGKILL
+    assert not leftovers(workdir) or signum == signal.SIGKILL
 
 
 def test_ctrl_c_is_one_line_pytests_status_and_a_report_of_what_finished(
@@ -199,4 +204,4 @@ def test_ctrl_c_is_one_line_pytests_status_and_a_report_of_what_finished(
     assert [t["nodeid"] for t in document["tests"]] == ["crash/test_suite.py::test_a_fast"]
     markdown = (workdir / "crashpoints-summary.md").read_text()
     assert markdown.startswith("## crashpoints gate: interrupted")
-    assert not list(workdir.glob("*.new")) and not list(workdir.glob("*.partial"))
+    assert not leftovers(workdir)
