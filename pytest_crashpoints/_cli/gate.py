@@ -144,6 +144,13 @@ def _conclude(
         and not totals["unkilled"]
     )
     text = render_markdown(document, passed=passed)
+    for path in (report, junit, markdown, reports.html):
+        if path is not None and path.is_symlink():
+            print(
+                f"crashpoints gate: {path} was a symbolic link (to {os.readlink(path)}); it "
+                "is replaced by the report, and nothing was written through it.",
+                file=sys.stderr,
+            )
     new_report.replace(report)
     if new_junit.is_file() and new_junit.stat().st_size:  # pytest wrote it
         new_junit.replace(junit)

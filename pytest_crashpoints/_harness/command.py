@@ -143,6 +143,7 @@ def run_bridge(
     """Run ``argv`` for ``message`` (``None``: a recovery) as this worker process (the
     bridge); return ``{"exit": 0}`` or raise :class:`CommandFailed`."""
     import contextlib
+    import secrets
 
     from .._inject.protocol import FailpointServer
     from .._inject.relay import Relay
@@ -152,6 +153,9 @@ def run_bridge(
     env_, who = ctx.env, ctx.worker_id
     logs = env_.run_dir.logs
     logs.mkdir(parents=True, exist_ok=True)
+    # The credential of this process alone: its URLs end in it, and nothing else on the
+    # machine can use the fail points, read its keys or send through its relays.
+    credential = secrets.token_urlsafe(32)
     with contextlib.ExitStack() as stack:
         # Bound now, served once the command has started: it is started before any thread.
         protocol = stack.enter_context(
@@ -159,10 +163,13 @@ def run_bridge(
                 now=ctx.now,
                 epoch=HARNESS_EPOCH.timestamp(),
                 tasks=lambda task: _task_info(env_, who, task),
+                credential=credential,
             )
         )
         relays = {
-            spec.name: stack.enter_context(Relay(env_.url(spec.name), timeout=env_.http_timeout))
+            spec.name: stack.enter_context(
+                Relay(env_.url(spec.name), timeout=env_.http_timeout, credential=credential)
+            )
             for spec in env_.providers
         }
         variables = dict(os.environ)

@@ -25,12 +25,21 @@ Two reads, for programs that need harness time or their current credentials:
 
 Anything else is answered ``404``; a body that is not a JSON object of string keys and JSON
 scalar values, ``400``. Every answer is JSON, HTTP/1.0, and closes the connection.
+
+Only the process the harness started may use it: ``$CRASHPOINTS_URL`` ends in a secret path
+segment (``http://127.0.0.1:PORT/<credential>``, 32 random bytes, made for that one process
+and given only in its environment), and a request whose path does not begin with it is
+answered ``401`` without a fail point firing or a key leaving (:attr:`LoopbackServer.refused`
+counts them). Another process on the machine can find the port, not the credential. The
+relays (``relay.py``) take the same credential the same way.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hmac
 import json
+import secrets
 import selectors
 import socket
 import threading
@@ -89,11 +98,40 @@ class LoopbackServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
 
-    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+    def __init__(
+        self, handler: type[BaseHTTPRequestHandler], *, credential: str | None = None
+    ) -> None:
         self._wake_read, self._wake_write = socket.socketpair()
         self._thread: threading.Thread | None = None
         super().__init__(("127.0.0.1", 0), handler)
-        self.url = f"http://127.0.0.1:{self.server_address[1]}"
+        #: The secret first path segment every request must carry.
+        self.credential = credential or secrets.token_urlsafe(32)
+        #: The base URL to give the one process allowed to use this server.
+        self.url = f"http://127.0.0.1:{self.server_address[1]}/{self.credential}"
+        #: ``(method, path)`` of the requests refused for want of the credential.
+        self.refused: list[tuple[str, str]] = []
+        self._refused_lock = threading.Lock()
+
+    def admitted_path(self, handler: BaseHTTPRequestHandler) -> str | None:
+        """The request's path without the credential, or None (and a ``401`` answered) when
+        it does not begin with it."""
+        prefix = f"/{self.credential}"
+        path = handler.path
+        given = path[: len(prefix)]
+        rest = path[len(prefix) :]
+        if hmac.compare_digest(given.encode(), prefix.encode()) and (
+            not rest or rest[0] in "/?"
+        ):
+            return rest or "/"
+        with self._refused_lock:
+            self.refused.append((handler.command, urllib.parse.urlsplit(path).path[:200]))
+        data = b'{"error": "not admitted: use the URL the harness gave this process"}'
+        handler.send_response(401)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.write(data)
+        return None
 
     def _serve(self) -> None:
         with selectors.DefaultSelector() as selector:
@@ -128,11 +166,12 @@ class _Server(LoopbackServer):
         now: Callable[[], float],
         epoch: float,
         tasks: Callable[[str], Mapping[str, object]] | None,
+        credential: str | None,
     ) -> None:
         self.now = now
         self.epoch = epoch
         self.tasks = tasks
-        super().__init__(_Handler)
+        super().__init__(_Handler, credential=credential)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -151,7 +190,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._answer(status, {"error": text})
 
     def do_POST(self) -> None:
-        path = urllib.parse.urlsplit(self.path).path
+        admitted = self.server.admitted_path(self)
+        if admitted is None:
+            return
+        path = urllib.parse.urlsplit(admitted).path
         if not path.startswith("/failpoint/"):
             self._error(404, f"no such endpoint: POST {path}; POST /failpoint/{{name}}")
             return
@@ -175,7 +217,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._answer(200, {"action": "continue", "now": self.server.now()})
 
     def do_GET(self) -> None:
-        path = urllib.parse.urlsplit(self.path).path
+        admitted = self.server.admitted_path(self)
+        if admitted is None:
+            return
+        path = urllib.parse.urlsplit(admitted).path
         if path == "/now":
             now = self.server.now()
             self._answer(200, {"now": now, "time": self.server.epoch + now})
@@ -218,7 +263,9 @@ class FailpointServer:
     :meth:`start` on, in threads (a program started before can connect at once: its requests
     wait in the backlog). ``now`` is harness time; ``epoch`` the Unix time of harness second 0;
     ``tasks(task_id)`` the current authority and keys of a task (raises ``KeyError`` or
-    :class:`CrashpointsError` for one the case does not have).
+    :class:`CrashpointsError` for one the case does not have). ``url`` is the base URL to give
+    the one process that may use it: it ends in its secret credential (``credential``: a new
+    random one when not given); a request without it is answered ``401`` (``refused``).
     """
 
     def __init__(
@@ -227,9 +274,15 @@ class FailpointServer:
         now: Callable[[], float],
         epoch: float = 0.0,
         tasks: Callable[[str], Mapping[str, object]] | None = None,
+        credential: str | None = None,
     ) -> None:
-        self._server = _Server(now, epoch, tasks)
+        self._server = _Server(now, epoch, tasks, credential)
         self.url = self._server.url
+
+    @property
+    def refused(self) -> list[tuple[str, str]]:
+        """``(method, path)`` of each request refused for want of the credential."""
+        return list(self._server.refused)
 
     def start(self) -> None:
         """Serve requests in a background thread until :meth:`close`."""

@@ -49,13 +49,13 @@ MAX_BODY = 10 * 1024 * 1024
 
 
 class _Server(LoopbackServer):
-    def __init__(self, upstream: str, timeout: float) -> None:
+    def __init__(self, upstream: str, timeout: float, credential: str | None) -> None:
         parts = urllib.parse.urlsplit(upstream)
         self.host = parts.hostname or "127.0.0.1"
         self.port = parts.port or 80
         self.netloc = parts.netloc
         self.timeout = timeout
-        super().__init__(_Handler)
+        super().__init__(_Handler, credential=credential)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -63,6 +63,9 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.0"
 
     def _relay(self) -> None:
+        path = self.server.admitted_path(self)
+        if path is None:
+            return
         body = read_body(self, limit=MAX_BODY)
         if body is None:
             self.send_error(400, "Malformed or oversized request body")
@@ -70,7 +73,7 @@ class _Handler(BaseHTTPRequestHandler):
         server = self.server
         upstream = http.client.HTTPConnection(server.host, server.port, timeout=server.timeout)
         try:
-            upstream.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
+            upstream.putrequest(self.command, path, skip_host=True, skip_accept_encoding=True)
             upstream.putheader("Host", server.netloc)
             for name, value in self.headers.items():
                 if name.lower() not in _HOP_BY_HOP:
@@ -105,15 +108,24 @@ class Relay:
     """A relay to the provider server at ``upstream`` on ``http://127.0.0.1:<free port>``.
 
     Bound and listening once made; it serves from :meth:`start` on, until :meth:`close`.
-    ``timeout`` bounds each forwarded request (seconds).
+    ``timeout`` bounds each forwarded request (seconds). ``url``, the provider's address to
+    give the one process that may use it, ends in its secret ``credential`` (a new random one
+    when not given): a request without it is answered ``401`` and never forwarded.
     """
 
-    def __init__(self, upstream: str, *, timeout: float = 10.0) -> None:
-        self._server = _Server(upstream, timeout)
+    def __init__(
+        self, upstream: str, *, timeout: float = 10.0, credential: str | None = None
+    ) -> None:
+        self._server = _Server(upstream, timeout, credential)
         self.url = self._server.url
 
+    @property
+    def refused(self) -> list[tuple[str, str]]:
+        """``(method, path)`` of each request refused for want of the credential."""
+        return list(self._server.refused)
+
     def start(self) -> None:
-        self._server.start(f"crashpoints-relay-{self.url.rsplit(':', 1)[1]}")
+        self._server.start(f"crashpoints-relay-{self._server.server_address[1]}")
 
     def close(self) -> None:
         self._server.close()
