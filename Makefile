@@ -51,7 +51,7 @@ equivalence: $(STAMP)
 # The gate's verdicts on a busy machine against a quiet one: 5 seeds, each run quiet, then
 # under load (4 busy processes per core, -n and --crashpoints-jobs above the core count, two
 # gate sessions at once); any difference in a verdict, schedule list or fingerprint fails and
-# shows both runs (about 25 minutes on 2 cores). STRESS_ARGS=--short: 1 seed, a few scenarios.
+# shows both runs (about 40 minutes on 2 cores). STRESS_ARGS=--short: 1 seed, a few scenarios.
 stress: $(STAMP)
 	$(BIN)/python -m tests.stress $(STRESS_ARGS)
 
