@@ -56,6 +56,8 @@ def _load(document: Mapping[str, Any] | str | PathLike[str]) -> dict[str, Any]:
             loaded = json.loads(text)
         except ValueError as exc:
             raise ValueError(f"{path} is not valid JSON ({exc}); pass JSON or YAML.") from None
+        except RecursionError:
+            raise ValueError(f"{path} is nested too deep to be an OpenAPI document.") from None
     if not isinstance(loaded, dict):
         raise ValueError(f"{path} does not hold an OpenAPI document (an object at the top).")
     return loaded
@@ -152,6 +154,29 @@ def openapi(
     :class:`HttpApi`. Raises ``ValueError`` for a document that is not OpenAPI 3, or that
     describes no operation it can serve.
     """
+    try:
+        return _openapi(
+            document, name=name, tenant_param=tenant_param, tenant_header=tenant_header,
+            request_id_header=request_id_header,
+        )
+    except (TypeError, AttributeError, KeyError, IndexError, RecursionError) as exc:
+        # A document that is not shaped as OpenAPI says (a list where an object goes, a
+        # path item that is a string, nesting without end): the documented error, in words.
+        what = "nested too deep" if isinstance(exc, RecursionError) else f"{exc!r}"
+        raise ValueError(
+            f"the OpenAPI document is malformed ({what}): each of paths, path items, "
+            "operations, parameters and schemas must be an object as OpenAPI 3 describes."
+        ) from None
+
+
+def _openapi(
+    document: Mapping[str, Any] | str | PathLike[str],
+    *,
+    name: str | None,
+    tenant_param: str | None,
+    tenant_header: str | None,
+    request_id_header: str,
+) -> HttpApi:
     data = _load(document)
     version = str(data.get("openapi", ""))
     if not version.startswith("3."):

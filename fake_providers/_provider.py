@@ -429,6 +429,11 @@ class Provider:
         )
         try:
             reply = route.handler(call)
+        except RecursionError:  # a JSON body nested thousands deep: the client's mistake
+            reply = self.error(
+                400, "The request body is nested too deep to read: send a flatter document."
+            )
+            return self._finish(ctx, reply)
         except Exception as exc:  # a bug must not take the server down; it is recorded
             reply = self.error(500, f"Internal error in the fake provider: {exc!r}.")
             return self._finish(ctx, reply, fault="internal_error")

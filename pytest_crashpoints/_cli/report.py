@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._harness.printable import for_terminal, markdown_code, markdown_fence, markdown_text
 from .._plugin.report import REPORT_VERSION
 from .._plugin.schema import problem, report_schema
 from .._plugin.summary import verdict_of
@@ -26,6 +27,12 @@ def load_report(path: Path) -> dict[str, Any]:
         raise CrashpointsError(
             f"{path} is not a crashpoints report (not JSON: {exc}); point at the file "
             "written by --crashpoints-report."
+        ) from None
+    except (ValueError, RecursionError) as exc:  # a number too long to read, nesting too deep
+        what = "nested too deep" if isinstance(exc, RecursionError) else str(exc).split(";")[0]
+        raise CrashpointsError(
+            f"{path} is not a crashpoints report ({what}); point at the file written by "
+            "--crashpoints-report."
         ) from None
     if not isinstance(document, dict) or "tests" not in document:
         raise CrashpointsError(f"{path} is JSON but not a crashpoints report (no 'tests').")
@@ -127,7 +134,7 @@ def render_table(document: Mapping[str, Any]) -> str:
         lines.append(f"declared but never reached: {', '.join(totals['unreached'])}")
     if totals["unkilled"]:
         lines.append(f"reached but never killed: {', '.join(totals['unkilled'])}")
-    return "\n".join(lines)
+    return for_terminal("\n".join(lines))
 
 
 def render_markdown(document: Mapping[str, Any], *, passed: bool) -> str:
@@ -151,34 +158,44 @@ def render_markdown(document: Mapping[str, Any], *, passed: bool) -> str:
         "| test | verdict | cases | expected | violations | why |",
         "|---|---|---|---|---|---|",
     ]
+    # Everything below but the counts comes from the code under test (node ids, point names,
+    # messages): written as literal Markdown, never as markup.
     for nodeid, *cells, reason in _rows(tests):
-        lines.append(f"| `{nodeid}` | {' | '.join(cells)} | {reason or '-'} |")
-    lines += ["", f"Points reached: {', '.join(totals['reached']) or 'none'}."]
+        shown = " | ".join(markdown_text(cell) for cell in cells)
+        lines.append(f"| {markdown_code(nodeid)} | {shown} | {markdown_text(reason or '-')} |")
+    lines += ["", f"Points reached: {_md_list(totals['reached'])}."]
     if totals["unreached"]:
-        lines.append(f"Declared but never reached: {', '.join(totals['unreached'])}.")
+        lines.append(f"Declared but never reached: {_md_list(totals['unreached'])}.")
     if totals["unkilled"]:
-        lines.append(f"Reached but never killed: {', '.join(totals['unkilled'])}.")
+        lines.append(f"Reached but never killed: {_md_list(totals['unkilled'])}.")
     for test in tests:
         unchecked = test.get("unchecked") or []
+        heading = f"### {markdown_code(test['nodeid'])}"
         if unchecked and not test.get("failure"):
-            lines += ["", f"Not checked in `{test['nodeid']}` (the ledger view reads too little):"]
-            lines += [f"- {what}" for what in unchecked]
+            lines += [
+                "",
+                f"Not checked in {markdown_code(test['nodeid'])} (the ledger view reads too "
+                "little):",
+            ]
+            lines += [f"- {markdown_text(what)}" for what in unchecked]
         failure = test.get("failure")
         if test.get("error") and not failure:
-            lines += ["", f"### `{test['nodeid']}`", "", why(test)]
+            lines += ["", heading, "", markdown_text(why(test))]
         if failure and verdict_of(test) in ("failed", "error"):
             lines += [
                 "",
-                f"### `{test['nodeid']}`",
+                heading,
                 "",
-                f"Minimal schedule: {failure['schedule_text']}",
+                f"Minimal schedule: {markdown_text(failure['schedule_text'])}",
                 "",
-                "```",
-                *(failure["violations"] or [str(test.get("error") or "")]),
-                "```",
+                *markdown_fence(failure["violations"] or [str(test.get("error") or "")]),
                 "",
-                f"Replay: `{failure['replay_command']}`",
+                f"Replay: {markdown_code(failure['replay_command'])}",
             ]
     return "\n".join(lines) + "\n"
+
+
+def _md_list(names: Sequence[str]) -> str:
+    return ", ".join(markdown_text(name) for name in names) or "none"
 
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from .._harness.printable import for_terminal
 from .._plugin.summary import schedule_lines, verdict_of
 from ..errors import CrashpointsError
 from .gate import GATE_ERROR, write_atomically
@@ -16,45 +17,59 @@ from .report import load_report, render_table
 __all__ = ["show", "show_html", "show_schedules"]
 
 
+class _Escaped:
+    """A text stream that writes what the code under test said with its control characters
+    escaped (a report's names, messages and timelines come from it)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        return self.stream.write(for_terminal(text))
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
 def show(path: Path, *, out: TextIO | None = None) -> int:
     """Print the timeline and evidence of every failure in a report."""
-    out = out or sys.stdout
+    stream = _Escaped(out or sys.stdout)
     try:
         document = load_report(path)
     except CrashpointsError as exc:
         print(f"crashpoints show: error: {exc}", file=sys.stderr)
         return GATE_ERROR
-    print(render_table(document), file=out)
+    print(render_table(document), file=stream)
     for test in document["tests"]:
         if test.get("error") and not test.get("failure"):
             title = f"{test['nodeid']} ({verdict_of(test)})"
-            print("", file=out)
-            print(title, file=out)
-            print("=" * len(title), file=out)
+            print("", file=stream)
+            print(title, file=stream)
+            print("=" * len(title), file=stream)
             origin = test.get("error_origin")
             at = f" at {test['error_at']}" if test.get("error_at") else ""
-            print(f"error in {origin}{at}:" if origin else "error:", file=out)
-            print(test["error"], file=out)
+            print(f"error in {origin}{at}:" if origin else "error:", file=stream)
+            print(test["error"], file=stream)
     failures = [t for t in document["tests"] if t.get("failure")]
     for test in failures:
         failure = test["failure"]
         title = f"{test['nodeid']} ({verdict_of(test)})"
-        print("", file=out)
-        print(title, file=out)
-        print("=" * len(title), file=out)
-        print(f"minimal schedule: {failure['schedule_text']}", file=out)
+        print("", file=stream)
+        print(title, file=stream)
+        print("=" * len(title), file=stream)
+        print(f"minimal schedule: {failure['schedule_text']}", file=stream)
         for violation in failure["violations"]:
-            print(violation, file=out)
-        print("timeline:", file=out)
-        print(failure["timeline"], file=out)
-        print(f"replay: {failure['replay_command']}", file=out)
+            print(violation, file=stream)
+        print("timeline:", file=stream)
+        print(failure["timeline"], file=stream)
+        print(f"replay: {failure['replay_command']}", file=stream)
     return 1 if any(verdict_of(t) in ("failed", "error") for t in document["tests"]) else 0
 
 
 def show_schedules(path: Path, test: str, *, out: TextIO | None = None) -> int:
     """Print the schedules one test of a report ran, with their verdicts; ``test`` is its node
     id or a part of it that names one test. 0 when printed, 2 on an error."""
-    out = out or sys.stdout
+    stream = _Escaped(out or sys.stdout)
     try:
         document = load_report(path)
         chosen = _one_test(document["tests"], test, path)
@@ -73,14 +88,14 @@ def show_schedules(path: Path, test: str, *, out: TextIO | None = None) -> int:
     print(
         f"{chosen['nodeid']} ({verdict_of(chosen)}): {len(schedules)} schedule(s) run, "
         f"{len(schedules) - failed} passed, {failed} failed",
-        file=out,
+        file=stream,
     )
     if chosen.get("error"):
-        print(f"error: {chosen['error']}", file=out)
+        print(f"error: {chosen['error']}", file=stream)
     try:
         for line in schedule_lines(schedules, fingerprints=True):
-            print(line, file=out)
-        out.flush()
+            print(line, file=stream)
+        stream.flush()
     except BrokenPipeError:  # `| head`: the reader has what it wanted
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

@@ -8,6 +8,7 @@ from typing import Any
 
 from .case import CaseResult
 from .invariants import INVARIANTS, invariant_key
+from .printable import for_terminal
 from .schedule import COVERAGE_KINDS, Schedule, fault_kinds
 from .steps import INCONCLUSIVE
 
@@ -223,7 +224,9 @@ def render_failure(report: ExplorationReport) -> str:
         f"run directory (kept): {failure.run_dir}",
         f"replay: {failure.replay_command}",
     ]
-    return "\n".join(lines)
+    # Names, messages and output of the code under test are in it: no control character
+    # reaches the terminal as one.
+    return for_terminal("\n".join(lines))
 
 
 def _heading(failure: Failure) -> str:

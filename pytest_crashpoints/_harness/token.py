@@ -29,6 +29,17 @@ __all__ = [
 ]
 
 
+#: What a replay token may hold, checked before anything is expanded or built: a token is
+#: text from a log anyone may write to. (A real schedule has a few steps and is well under a
+#: kilobyte; the harness's own clock moves a few hours in a case.)
+MAX_TOKEN_CHARS = 64 * 1024
+MAX_DECOMPRESSED = 256 * 1024
+MAX_STEPS = 256
+MAX_DEPTH = 8
+#: The largest ``Advance`` a token may ask for: a year of harness seconds.
+MAX_ADVANCE = 366 * 24 * 3600.0
+
+
 def to_json(schedule: Schedule) -> str:
     return json.dumps(schedule.to_dict(), sort_keys=True, separators=(",", ":"))
 
@@ -61,9 +72,22 @@ def read_token(token: str) -> Token:
         raise CrashpointsError(
             "the replay token is empty; copy it again from the failure report, whole."
         )
+    if len(token) > MAX_TOKEN_CHARS:
+        raise _forged(f"it is {len(token)} characters long (a token is at most {MAX_TOKEN_CHARS})")
     try:
-        raw = zlib.decompress(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        inflater = zlib.decompressobj()
+        compressed = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        raw = inflater.decompress(compressed, MAX_DECOMPRESSED)
+        if inflater.unconsumed_tail or len(raw) >= MAX_DECOMPRESSED:
+            raise _forged(f"it expands to more than {MAX_DECOMPRESSED} bytes")
+        if not inflater.eof:
+            raise zlib.error("truncated")
+        depth = _nesting(raw)
+        if depth > MAX_DEPTH:
+            raise _forged(f"its content is nested {depth} deep (a schedule is {MAX_DEPTH} at most)")
         payload = json.loads(raw)
+    except CrashpointsError:
+        raise
     except Exception as exc:
         raise CrashpointsError(
             f"replay token {token[:24]!r}… is damaged ({_plain(exc)}); copy it again "
@@ -83,6 +107,8 @@ def read_token(token: str) -> Token:
     if nodeid is not None:
         check_nodeid(nodeid)
     steps = payload["schedule"].get("steps") if isinstance(payload["schedule"], dict) else None
+    if isinstance(steps, list) and len(steps) > MAX_STEPS:
+        raise _forged(f"its schedule has {len(steps)} steps (a schedule has {MAX_STEPS} at most)")
     for index, item in enumerate(steps if isinstance(steps, list) else ()):
         # Before a step is built (its own checks would name the problem less plainly).
         name = item.get("step") if isinstance(item, dict) else None
@@ -137,8 +163,34 @@ _RANGES: dict[str, tuple[Callable[[float], bool], str]] = {
     "message": (lambda v: v >= 0, "a message index of 0 or more"),
     "hit": (lambda v: v >= 1, "a hit of 1 or more"),
     "calls": (lambda v: v >= 1, "a number of calls of 1 or more"),
-    "seconds": (lambda v: math.isfinite(v) and v >= 0, "a finite number of seconds, 0 or more"),
+    "seconds": (
+        lambda v: math.isfinite(v) and 0 <= v <= MAX_ADVANCE,
+        f"a finite number of seconds from 0 to {MAX_ADVANCE:.0f} (a year)",
+    ),
 }
+
+
+def _nesting(raw: bytes) -> int:
+    """How deep the arrays and objects of JSON text ``raw`` nest (brackets inside strings
+    are not counted), without parsing it: a bound before ``json.loads`` recurses."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return deepest
 
 
 def _check_fields(where: str, kind: type[Any], fields: Mapping[str, Any]) -> None:

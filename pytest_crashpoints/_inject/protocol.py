@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import json
+import re
 import secrets
 import selectors
 import socket
@@ -55,6 +56,8 @@ __all__ = ["FailpointServer", "LoopbackServer", "read_body"]
 
 #: The largest request body either server reads (fail point context is a few fields).
 MAX_BODY = 1024 * 1024
+#: A Content-Length: ASCII digits, few enough to be a size.
+_LENGTH = re.compile(r"[0-9]{1,18}")
 
 
 def read_body(handler: BaseHTTPRequestHandler, *, limit: int = MAX_BODY) -> bytes | None:
@@ -79,9 +82,12 @@ def read_body(handler: BaseHTTPRequestHandler, *, limit: int = MAX_BODY) -> byte
                 return None
             body += chunk
             handler.rfile.readline(8)  # the chunk's CRLF
-    text = handler.headers.get("Content-Length", "0").strip() or "0"
-    if not text.isdigit() or int(text) > limit:
-        return None
+    given = {value.strip() for value in handler.headers.get_all("Content-Length") or ()}
+    if len(given) > 1:
+        return None  # two different lengths: which body is meant cannot be told
+    text = given.pop() if given else "0"
+    if not _LENGTH.fullmatch(text) or int(text) > limit:
+        return None  # only ASCII digits ("²" is a digit to str.isdigit, not to int)
     length = int(text)
     body_bytes = handler.rfile.read(length) if length else b""
     return body_bytes if len(body_bytes) == length else None
@@ -248,6 +254,8 @@ def _context(body: bytes) -> tuple[dict[str, Any], str]:
         data = json.loads(body)
     except ValueError as exc:
         return {}, f"the body is not JSON ({exc}); send a JSON object, or nothing"
+    except RecursionError:
+        return {}, "the body is nested too deep; send a flat JSON object of scalars, or nothing"
     if not isinstance(data, dict):
         return {}, f"the body is {type(data).__name__} JSON; send a JSON object, or nothing"
     for key, value in data.items():

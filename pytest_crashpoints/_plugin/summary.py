@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .._harness.invariants import invariant_key
+from .._harness.printable import for_terminal
 from .._harness.schedule import COVERAGE_KINDS
 
 __all__ = ["schedule_lines", "summary_lines", "verdict_of"]
@@ -102,7 +103,7 @@ def summary_lines(results: Iterable[Mapping[str, Any]], *, seed: int | None) -> 
         failure = result.get("failure")
         if failure and verdict_of(result) == "failed":
             lines.append(f"replay {result['nodeid']}: {failure['replay_command']}")
-    return lines
+    return [for_terminal(line) for line in lines]
 
 
 def schedule_lines(
@@ -134,7 +135,7 @@ def schedule_lines(
     widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
     right = {0, 2}
     return [
-        "  ".join(
+        for_terminal("  ".join(
             [
                 *(
                     cell.rjust(widths[i]) if i in right else cell.ljust(widths[i])
@@ -142,6 +143,6 @@ def schedule_lines(
                 ),
                 row[-1],
             ]
-        )
+        ))
         for row in table
     ]

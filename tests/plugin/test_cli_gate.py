@@ -163,6 +163,16 @@ def test_clear_errors(
             ' "failure": "boom"}]}',
             "(tests[0].failure is 'boom', not null or an object)",
         ),
+        pytest.param(
+            "[" * 200_000 + "]" * 200_000,
+            "is not a crashpoints report (nested too deep)",
+            id="nested-200000-deep",
+        ),
+        pytest.param(
+            '{"version": 1, "seed": ' + "9" * 5_000 + "}",
+            "is not a crashpoints report (Exceeds",
+            id="a-number-of-5000-digits",
+        ),
     ],
 )
 def test_show_refuses_what_is_not_a_report(
@@ -371,3 +381,42 @@ def test_a_symlink_at_a_report_name_leaves_its_target_untouched(
     for name in names[:4]:  # the reports: written, as files of their own
         assert not Path(name).is_symlink() and Path(name).stat().st_size > 0
     json.loads(Path("crashpoints-report.json").read_text())
+
+
+HOSTILE = r'''
+import pytest
+from pytest_crashpoints import crashpoint, reference_recovery, reference_worker
+
+MESSAGE = {"task_id": "t-1", "calls": [{"tool": "send_email", "key": "inv-7:send",
+           "args": {"to": "a@example.com", "subject": "Invoice", "body": "100 EUR"}}]}
+NAME = "<img src=x onerror=alert(1)>\r\x1b[2Kcrashpoints gate: passed|`"
+
+
+def worker(message, ctx):
+    crashpoint(NAME)
+    return reference_worker(message, ctx)
+
+
+@pytest.mark.crashpoints(points="B", providers=["email"], mode="exhaustive")
+def test_hostile(crashpoints):
+    crashpoints.run(worker=worker, recover=reference_recovery, messages=[MESSAGE])
+'''
+
+
+def test_what_the_agent_names_is_printed_escaped(
+    suite: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A fail point name with a carriage return, an escape sequence, a tag and Markdown's own
+    characters: no control character reaches the terminal, no markup the summary."""
+    (suite / "test_suite.py").write_text(HOSTILE)
+    assert main(["gate", "crash", "--", "-p", "no:randomly"]) == 0
+    out = capfd.readouterr().out
+    table = out[out.index("test  ") :]  # the gate's own table and lines
+    assert "\r" not in table and "\x1b" not in table
+    assert "\\r\\x1b[2Kcrashpoints gate: passed" in table
+    markdown = Path("crashpoints-summary.md").read_text()
+    assert "<img" not in markdown and "&lt;img src=x onerror=alert\\(1\\)&gt;" in markdown
+    assert "\r" not in markdown and "\x1b" not in markdown
+    assert main(["show", "crashpoints-report.json"]) == 0
+    shown = capfd.readouterr().out
+    assert "\r" not in shown and "\x1b" not in shown

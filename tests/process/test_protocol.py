@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -157,3 +158,54 @@ def test_bad_requests_are_answered_with_what_is_wrong():
         assert status == 404 and "POST /failpoint/{name}" in str(answer["error"])
         with urllib.request.urlopen(server.url + "/now", timeout=10) as response:
             assert json.loads(response.read()) == {"now": 3.5, "time": 103.5}
+
+
+def _raw(url: str, request: bytes) -> bytes:
+    """Send ``request`` as it is to the server at ``url``; its whole answer."""
+    import socket
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(url)
+    assert parts.hostname is not None and parts.port is not None
+    with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
+        sock.sendall(request)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+def test_what_a_strict_reader_refuses_is_answered_400_never_a_traceback() -> None:
+    with FailpointServer(now=lambda: 3.5) as server:
+        server.start()
+        path = urllib.parse.urlsplit(server.url).path
+        superscript_two = _raw(
+            server.url,
+            f"POST {path}/failpoint/A HTTP/1.0\r\nContent-Length: \u00b2\r\n\r\n{{}}".encode(),
+        )
+        assert superscript_two.startswith(b"HTTP/1.0 400 ")
+        two_lengths = _raw(
+            server.url,
+            f"POST {path}/failpoint/A HTTP/1.0\r\nContent-Length: 2\r\n"
+            f"Content-Length: 3\r\n\r\n{{}}x".encode(),
+        )
+        assert two_lengths.startswith(b"HTTP/1.0 400 ")
+        deep = b"[" * 100_000 + b"]" * 100_000
+        status, answer = _post(server.url + "/failpoint/A", deep)
+        assert status == 400 and "nested too deep" in str(answer["error"])
+        # Still serving.
+        assert _post(server.url + "/failpoint/A", b"")[0] == 200
+
+
+def test_without_its_credential_nothing_is_answered_but_401() -> None:
+    with FailpointServer(now=lambda: 3.5, credential="s3cret") as server:
+        server.start()
+        bare = server.url.removesuffix("/s3cret")
+        for probe in ("/now", "/tasks/t-1", "/failpoint/A", "/s3cre", "/s3cretX/now"):
+            assert _raw(bare, f"GET {probe} HTTP/1.0\r\n\r\n".encode()).startswith(
+                b"HTTP/1.0 401 "
+            ), probe
+        assert _post(bare + "/failpoint/A", b"")[0] == 401
+        assert [method for method, _ in server.refused] == ["GET"] * 5 + ["POST"]
+        with urllib.request.urlopen(server.url + "/now", timeout=10) as response:
+            assert json.loads(response.read())["now"] == 3.5

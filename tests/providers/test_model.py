@@ -321,3 +321,27 @@ def test_faults_act_on_the_models_answers(model: Model, connect: Connect) -> Non
         chat(client, ASK)
     assert [r.fault for r in model.journal.requests()] == [
         "rate_limit", "server_error", "response_lost", None, "write_timeout"]
+
+
+def test_a_body_nested_thousands_deep_is_a_400_not_a_500(url: str) -> None:
+    deep = b'{"model": "gpt-test", "messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    with httpx.Client(base_url=url, timeout=30) as client:
+        answer = client.post(
+            "/v1/chat/completions",
+            headers={**auth("sk-model"), "Content-Type": "application/json"},
+            content=deep,
+        )
+    assert answer.status_code == 400, answer.text
+    assert "nested too deep" in answer.text
+
+
+def test_an_openapi_document_of_the_wrong_shape_is_a_value_error_in_words() -> None:
+    from fake_providers import openapi
+
+    for document in (
+        {"openapi": "3.0.0", "paths": ["not", "an", "object"]},
+        {"openapi": "3.0.0", "paths": {"/orders": "not an object"}},
+        {"openapi": "3.0.0", "paths": {"/orders": {"post": ["not", "an", "operation"]}}},
+    ):
+        with pytest.raises(ValueError, match="OpenAPI document is malformed"):
+            openapi(document)

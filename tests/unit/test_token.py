@@ -122,3 +122,39 @@ def test_garbage_is_a_damaged_token_in_plain_words(token: str) -> None:
     message = str(info.value)
     assert "copy it" in message and "\n" not in message
     assert "Error" not in message  # no exception class names: plain words
+
+
+def test_a_token_asking_for_more_harness_time_than_a_year_is_refused() -> None:
+    with pytest.raises(CrashpointsError, match=r"seconds=1e\+308; it must be a finite number"):
+        read_token(token_with({"step": "Advance", "seconds": 1e308}))
+
+
+def test_a_token_of_too_many_steps_is_refused_before_any_is_built() -> None:
+    steps = [{"step": "Advance", "seconds": 1.0}] * 1_000
+    with pytest.raises(CrashpointsError, match="1000 steps"):
+        read_token(token_with(*steps))
+    with pytest.raises(CrashpointsError, match="expands to more than"):
+        read_token(token_with(*steps * 20))  # 20,000 steps: refused before it is read
+
+
+def test_a_token_that_inflates_to_megabytes_is_refused_without_inflating_it() -> None:
+    import resource
+
+    # 40 MB of JSON whitespace, compressed a megabyte at a time (never whole in memory here).
+    deflater = zlib.compressobj(9)
+    parts = [deflater.compress(b'{"schedule": {"version": 1, "steps": []}, "x": "')]
+    parts += [deflater.compress(b" " * 1_000_000) for _ in range(40)]
+    parts.append(deflater.compress(b'"}') + deflater.flush())
+    bomb = base64.urlsafe_b64encode(b"".join(parts)).decode().rstrip("=")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(CrashpointsError, match="expands to more than"):
+        read_token(bomb)
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < 20 * 1024  # never 40 MB in memory
+
+
+def test_a_deeply_nested_token_is_refused_before_it_is_parsed() -> None:
+    raw = b"[" * 100_000 + b"]" * 100_000
+    token = base64.urlsafe_b64encode(zlib.compress(raw)).decode().rstrip("=")
+    with pytest.raises(CrashpointsError, match="nested 100000 deep"):
+        read_token(token)
