@@ -106,8 +106,10 @@ class CrashpointsFixture:
     #: Where progress goes after each case (live lines, or an xdist worker's file); ``None``:
     #: nowhere.
     progress: Any = None
-    #: Whether ``run`` was called.
+    #: Whether ``run`` was called, and whether the test read its settings (a test of the
+    #: settings that runs nothing on purpose).
     ran: bool = False
+    consulted: bool = False
     #: The exploration report so far (kept when ``run`` ends in an error midway).
     partial: ExplorationReport | None = None
     #: What ``run`` raised instead of returning, and whose code raised it (``origin_of``).
@@ -117,6 +119,8 @@ class CrashpointsFixture:
     def settings(self) -> CrashSettings:
         """This test's settings: its marker over the session's options."""
         from .settings import resolve
+
+        self.consulted = True
 
         return resolve(self.marker, self.options, seed=self.seed)
 

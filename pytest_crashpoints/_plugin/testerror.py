@@ -147,7 +147,7 @@ def crash_test_error(
     if fixture is not None and fixture.partial is not None:
         partial = fixture.partial.to_json()
     if passed:
-        if when != "call" or fixture is None or fixture.ran:
+        if when != "call" or fixture is None or fixture.ran or fixture.consulted:
             return None
         return error_result(
             nodeid,
