@@ -46,7 +46,7 @@ from ._openapi import openapi
 from ._payments import Payments
 from ._provider import ATTEMPT_HEADER, CORRELATION_HEADER, TENANT_HEADER, Provider, ResponseInfo
 from ._script import Conversation, Message, ModelTurn, Script, ToolCall, call, say
-from ._server import Admit, Preamble, Server, serve
+from ._server import Admit, Handle, Preamble, Server, loopback, serve
 from ._settings import ProviderSettings, Settings
 from ._tickets import Tickets
 
@@ -72,6 +72,7 @@ __all__ = [
     "Search",
     "PROVIDERS",
     "Faults",
+    "Handle",
     "Preamble",
     "Journal",
     "Keys",
@@ -92,6 +93,7 @@ __all__ = [
     "call",
     "derive_key",
     "derived_label",
+    "loopback",
     "mock",
     "openapi",
     "say",

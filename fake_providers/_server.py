@@ -18,14 +18,28 @@ response, a lookup timeout) nor for the server's own error answers. A hook that 
 something other than bytes, does not take the server down: the client gets a 500 instead of the
 provider's answer, and nothing more is journaled (the provider already recorded the request).
 
-Limits, so a broken or stalled client cannot hold the server: a body larger than ``max_body``
-(default 10 MiB) is answered 413 without being read; a ``Content-Length`` that is not a plain
-decimal number of at most 18 digits, or two different ones, is answered 400; a body that ends
-before its ``Content-Length`` is answered 400 and never handled; a connection on which no byte
-arrives for ``read_timeout`` seconds (default 10) is closed without an answer. Leaving ``serve()``
-does not wait for stalled clients: the connections still sending their request are shut, and
-what they had sent is dropped unhandled. None of these reaches the provider: its journal records
-only requests that arrived whole.
+One strict request reader, so a broken, stalled or hostile client cannot hold the server or
+its memory: a body larger than ``max_body`` (default 10 MiB) is answered 413 without being read
+(a chunked one as soon as its chunks pass the limit); a ``Content-Length`` that is not plain
+ASCII digits (at most 18), two of them, or one beside ``Transfer-Encoding`` is answered 400; a
+``Transfer-Encoding`` other than ``chunked``, a chunk size that is not 1 to 8 hex digits, a
+chunk not followed by its line end, or more than 64 trailer lines, 400; a body that ends before
+its length is answered 400 and never handled; a connection on which no byte arrives for
+``read_timeout`` seconds (default 10) is closed without an answer, and so is one whose request
+is not whole ``request_deadline`` seconds (default 30) after its first byte (one byte every few
+seconds does not hold it); beyond ``max_connections`` (default 256) connections at once, a new
+one is closed at once. A request's line and headers are limited as ``http.server`` limits them
+(64 KiB, 100 headers); a handler that meets a JSON body nested too deep answers 400. Leaving
+``serve()`` does not wait for stalled clients: the connections still sending their request are
+shut, and what they had sent is dropped unhandled. None of these reaches the provider: its
+journal records only requests that arrived whole.
+
+Any handler (``serve(handle)``): besides a :class:`Provider`, ``serve`` takes a plain
+``handle(request) -> response`` callable, as httpx's ``MockTransport`` does, and serves it the
+same way: raising ``httpx.TransportError`` closes the connection without an answer. With
+``prefix`` (a secret first path segment, e.g. ``"/s3cret"``), a request whose path does not
+begin with it is answered 401 before its body is read, and the handler sees the path without
+it (the URL :func:`serve` yields ends in it).
 
 Settling (:meth:`Server.settle`): a harness that copies or replaces a provider's journal, or
 reads it as evidence, must know that no request is still being answered. ``settle()`` returns
@@ -46,6 +60,7 @@ process of the run that has already ended) out of the ground truth.
 from __future__ import annotations
 
 import contextlib
+import hmac
 import io
 import math
 import re
@@ -55,16 +70,17 @@ import socket
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Literal, overload
+from typing import Any
 
 import httpx
 
 from ._provider import Provider
 
-__all__ = ["Admit", "Preamble", "Server", "serve"]
+__all__ = ["Admit", "Handle", "Preamble", "Server", "loopback", "serve"]
 
 #: ``preamble(request, response) -> bytes``: what to write before the status line of ``response``.
 Preamble = Callable[[httpx.Request, httpx.Response], bytes]
@@ -78,6 +94,17 @@ _LENGTH = re.compile(r"[0-9]{1,18}")
 MAX_BODY = 10 * 1024 * 1024
 #: ``serve``'s default read timeout, in seconds.
 READ_TIMEOUT = 10.0
+#: ``serve``'s default time a request may take to arrive whole, from its first byte (seconds).
+REQUEST_DEADLINE = 30.0
+#: ``serve``'s default cap on connections open at once.
+MAX_CONNECTIONS = 256
+#: A chunk size: 1 to 8 hex digits (a chunk of at most 4 GiB; the body limit is lower), then
+#: chunk extensions, which are ignored.
+_CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,8})(;[^\r\n]*)?\r?\n")
+#: At most this many trailer lines after a chunked body.
+_MAX_TRAILERS = 64
+#: ``handle(request) -> response``: what a server answers (a provider's ``handle``).
+Handle = Callable[[httpx.Request], httpx.Response]
 
 
 class _Server(ThreadingHTTPServer):
@@ -85,14 +112,25 @@ class _Server(ThreadingHTTPServer):
     block_on_close = True
 
     def __init__(
-        self, provider: Provider, preamble: Preamble | None, *, max_body: int,
-        read_timeout: float, admit: Admit | None = None,
+        self, handle: Handle, name: str, preamble: Preamble | None, *, max_body: int,
+        read_timeout: float, request_deadline: float, max_connections: int,
+        admit: Admit | None = None, prefix: str = "", join_threads: bool = True,
     ) -> None:
-        self.provider = provider
+        self.handle = handle
+        self.name = name
         self.preamble = preamble
         self.admit = admit
+        self.prefix = prefix
         self.max_body = max_body
         self.read_timeout = read_timeout
+        self.request_deadline = request_deadline
+        self.max_connections = max_connections
+        # A server whose handlers may wait without end (a fail point held at a gate) lets
+        # their threads go when it closes; a provider's joins them (nothing outlives it).
+        self.daemon_threads = not join_threads
+        self.block_on_close = join_threads
+        #: When each connection's request began to arrive (its deadline runs from there).
+        self._first_byte: dict[socket.socket, float] = {}
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._reading: set[socket.socket] = set()  # connections still sending their request
@@ -149,11 +187,16 @@ class _Server(ThreadingHTTPServer):
         # and settle() knows it before the accept counts as done. Its thread has read nothing
         # yet: it counts as waiting for bytes.
         with self._lock:
-            self._reading.add(request)
-            self._open.add(request)
-            self._blocked.add(request)
-            self._accepted += 1
-            self._number[request] = self._accepted
+            full = len(self._open) >= self.max_connections
+            if not full:
+                self._reading.add(request)
+                self._open.add(request)
+                self._blocked.add(request)
+                self._accepted += 1
+                self._number[request] = self._accepted
+        if full:  # too many at once: this one is closed unanswered, no thread is started
+            self.shutdown_request(request)
+            return
         super().process_request(request, client_address)
 
     def shutdown_request(self, request: Any) -> None:
@@ -162,6 +205,7 @@ class _Server(ThreadingHTTPServer):
             self._open.discard(request)
             self._blocked.discard(request)
             self._number.pop(request, None)
+            self._first_byte.pop(request, None)
             self._changed.notify_all()
         super().shutdown_request(request)
 
@@ -172,11 +216,17 @@ class _Server(ThreadingHTTPServer):
         byte is taken: what settle() sees of a connection is never stale."""
         with self._lock:
             self._blocked.add(connection)
+            began = self._first_byte.get(connection)
+        wait = self.read_timeout
+        if began is not None:  # the request has begun: it must be whole by its deadline
+            wait = min(wait, began + self.request_deadline - time.monotonic())
         try:
-            ready = _wait_readable(connection, self.read_timeout)
+            ready = wait > 0 and _wait_readable(connection, wait)
         finally:
             with self._changed:
                 self._blocked.discard(connection)
+                if ready:
+                    self._first_byte.setdefault(connection, time.monotonic())
                 self._changed.notify_all()
         return ready
 
@@ -309,13 +359,20 @@ class _TrackedSocketReader(io.RawIOBase):
 
     def readinto(self, buffer: Any) -> int:
         if not self._server.wait_for_bytes(self._connection):
-            raise TimeoutError("no bytes from the client within the read timeout")
+            raise TimeoutError("the request did not arrive in time")
         return self._connection.recv_into(buffer)
 
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.0"  # one request per connection: closing it is unambiguous
+    # A request line it cannot read still gets a status line (not an HTTP/0.9 bare body).
+    default_request_version = "HTTP/1.0"
+    # The server's own answers (a malformed request, no credential) are JSON, as every
+    # provider's and the fail-point protocol's are (http.server escapes the texts for HTML,
+    # which keeps them inside the JSON strings).
+    error_content_type = "application/json"
+    error_message_format = '{"error": "%(message)s: %(explain)s", "status": %(code)d}\n'
 
     def setup(self) -> None:
         super().setup()
@@ -324,30 +381,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.rfile = io.BufferedReader(_TrackedSocketReader(self.server, self.connection))
 
     def _serve(self) -> None:
-        lengths = {value.strip() for value in self.headers.get_all("Content-Length") or ()}
-        if len(lengths) > 1:
-            self.send_error(400, "Conflicting Content-Length headers")
+        path = self._admitted_path()
+        if path is None:
             return
-        text = lengths.pop() if lengths else "0"
-        if not _LENGTH.fullmatch(text):
-            self.send_error(400, "Invalid Content-Length", f"{text[:40]!r} is not a body size")
+        body = self._body()
+        if body is None:
             return
-        length = int(text)
-        if length > self.server.max_body:
-            self.send_error(
-                413, "Request body too large",
-                f"this server takes bodies of at most {self.server.max_body} bytes",
-            )
-            return
-        # A read that times out raises TimeoutError, which http.server answers by hanging up.
-        body = self.rfile.read(length) if length else b""
         if not self.server.read_whole(self.connection):
             self.close_connection = True  # the server is closing: what was read may be partial
             return
-        if len(body) < length:
-            self.send_error(400, "Incomplete body",
-                            f"the body ended after {len(body)} of {length} bytes")
-            return
+        self.path = path
         host = self.headers.get("Host") or f"127.0.0.1:{self.server.server_address[1]}"
         headers = [(k, v) for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP]
         try:
@@ -373,6 +416,95 @@ class _Handler(BaseHTTPRequestHandler):
         # One write: the preamble reaches the client together with the answer, never alone.
         self.wfile.write(bytes(extra) + self._head(response) + response.content)
 
+    def _admitted_path(self) -> str | None:
+        """The request's path, without the server's secret prefix; None (a 401 answered,
+        the body never read) when it does not begin with it."""
+        prefix = self.server.prefix
+        if not prefix:
+            return self.path
+        given, rest = self.path[: len(prefix)], self.path[len(prefix) :]
+        if hmac.compare_digest(given.encode(), prefix.encode()) and (not rest or rest[0] in "/?"):
+            return rest or "/"
+        with self.server._lock:
+            self.server.refused.append(
+                (self.command, urllib.parse.urlsplit(self.path).path[:200], "no credential")
+            )
+        self.send_error(401, "Not admitted", "use the URL the harness gave this process")
+        return None
+
+    def _body(self) -> bytes | None:
+        """The request's body, read strictly (see the module docstring); None when it was
+        refused (the error already answered) or the connection must close unanswered."""
+        lengths = {value.strip() for value in self.headers.get_all("Content-Length") or ()}
+        codings = self.headers.get_all("Transfer-Encoding") or ()
+        if codings:
+            if lengths:
+                self.send_error(400, "Content-Length beside Transfer-Encoding")
+                return None
+            if [c.strip().lower() for c in codings] != ["chunked"]:
+                self.send_error(400, "Unsupported Transfer-Encoding", "only chunked is read")
+                return None
+            return self._chunked()
+        if len(lengths) > 1:
+            self.send_error(400, "Conflicting Content-Length headers")
+            return None
+        text = lengths.pop() if lengths else "0"
+        if not _LENGTH.fullmatch(text):
+            self.send_error(400, "Invalid Content-Length", f"{text[:40]!r} is not a body size")
+            return None
+        length = int(text)
+        if length > self.server.max_body:
+            self._too_large()
+            return None
+        # A read that times out raises TimeoutError, which http.server answers by hanging up.
+        body = self.rfile.read(length) if length else b""
+        if len(body) < length:
+            self._incomplete(f"the body ended after {len(body)} of {length} bytes")
+            return None
+        return body
+
+    def _incomplete(self, what: str) -> None:
+        """The body ended early: a 400, unless the server is closing and cut it short (then
+        the connection closes unanswered, as for any stalled client)."""
+        if self.server._closing:
+            self.close_connection = True
+            return
+        self.send_error(400, "Incomplete body", what)
+
+    def _chunked(self) -> bytes | None:
+        body = bytearray()
+        while True:
+            line = self.rfile.readline(1024)
+            found = _CHUNK_SIZE.fullmatch(line)
+            if found is None:
+                if not line:
+                    self._incomplete("the body ended before its last chunk")
+                else:
+                    self.send_error(400, "Invalid chunk size", "a chunk size is 1 to 8 hex digits")
+                return None
+            size = int(found.group(1), 16)
+            if size == 0:
+                break
+            if len(body) + size > self.server.max_body:
+                self._too_large()
+                return None
+            chunk = self.rfile.read(size)
+            if len(chunk) < size or self.rfile.readline(3) not in (b"\r\n", b"\n"):
+                self._incomplete("a chunk ended early")
+                return None
+            body += chunk
+        for _ in range(_MAX_TRAILERS):
+            if self.rfile.readline(8192) in (b"\r\n", b"\n", b""):
+                return bytes(body)
+        self.send_error(400, "Too many trailer lines")
+        return None
+
+    def _too_large(self) -> None:
+        self.send_error(
+            413, "Request body too large",
+            f"this server takes bodies of at most {self.server.max_body} bytes",
+        )
+
     def _answer(self, request: httpx.Request) -> httpx.Response | None:
         """The provider's response to an admitted request; None when the client gets none
         (refused, or a fault that closes the connection) or the server's own error answer
@@ -388,12 +520,12 @@ class _Handler(BaseHTTPRequestHandler):
                 self.send_error(401, "Not admitted", refusal)
                 return None
         try:
-            return self.server.provider.handle(request)
+            return self.server.handle(request)
         except httpx.TransportError:
             self.close_connection = True  # no response at all: the client sees the socket close
             return None
         except Exception as exc:  # a broken journal must not kill the server thread silently
-            self.send_error(500, "Fake provider error", f"the fake provider raised {exc!r}")
+            self.send_error(500, "Fake provider error", f"{self.server.name} raised {exc!r}")
             return None
 
     def _head(self, response: httpx.Response) -> bytes:
@@ -420,103 +552,138 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class Server:
-    """A provider served on loopback: its ``url``, :meth:`settle`, and the requests
-    ``admit`` refused. Made by :func:`serve` with ``handle=True``."""
+    """A request handler served on loopback (:func:`loopback`): its ``url``, :meth:`settle`,
+    :meth:`held`, and the requests it refused."""
 
-    def __init__(self, server: _Server, url: str) -> None:
+    def __init__(self, server: _Server, url: str, thread: threading.Thread) -> None:
         self._server = server
-        #: The base URL to point a client at.
+        self._thread = thread
+        #: The base URL to point a client at (ending in the server's prefix, if any).
         self.url = url
 
+    def start(self) -> None:
+        """Start serving, for a server made with ``start=False`` (until then its clients'
+        connections wait in the listening backlog); nothing if it serves already."""
+        if not self._thread.is_alive() and self._thread.ident is None:
+            self._thread.start()
+
     def settle(self, timeout: float = 30.0) -> bool:
-        """Block until every request that has reached the server is answered or dropped (no
-        connection waiting to be accepted, none with unread bytes, none being answered);
-        return False if that takes more than ``timeout`` seconds."""
+        """Block until every request that reached the server before this call is answered or
+        dropped (no connection waiting to be accepted, none with unread bytes, none being
+        answered); return False if that takes more than ``timeout`` seconds."""
         return self._server.settle(timeout)
 
     def held(self) -> contextlib.AbstractContextManager[None]:
-        """A context manager: while it runs, the provider handles no request (a request
+        """A context manager: while it runs, the server handles no request (a request
         being handled when it starts is finished first; later ones wait). For copying or
-        replacing the provider's journal with no thread of this process writing it."""
+        replacing a provider's journal with no thread of this process writing it."""
         return self._server.held()
 
     @property
     def refused(self) -> list[tuple[str, str, str]]:
-        """``(method, path, reason)`` of every request ``admit`` refused, in order."""
+        """``(method, path, reason)`` of every request refused by ``admit`` or for want of
+        the prefix, in order."""
         with self._server._lock:
             return list(self._server.refused)
 
 
-@overload
 def serve(
-    provider: Provider, *, preamble: Preamble | None = ..., max_body: int = ...,
-    read_timeout: float = ..., admit: Admit | None = ..., handle: Literal[False] = ...,
-) -> contextlib.AbstractContextManager[str]: ...
-@overload
-def serve(
-    provider: Provider, *, preamble: Preamble | None = ..., max_body: int = ...,
-    read_timeout: float = ..., admit: Admit | None = ..., handle: Literal[True],
-) -> contextlib.AbstractContextManager[Server]: ...
-def serve(
-    provider: Provider,
+    provider: Provider | Handle,
     *,
     preamble: Preamble | None = None,
     max_body: int = MAX_BODY,
     read_timeout: float = READ_TIMEOUT,
-    admit: Admit | None = None,
-    handle: bool = False,
-) -> contextlib.AbstractContextManager[Any]:
-    """Serve ``provider`` on ``http://127.0.0.1:<free port>`` in a background thread.
+) -> contextlib.AbstractContextManager[str]:
+    """Serve ``provider`` on ``http://127.0.0.1:<free port>`` in a background thread; yields
+    the base URL to point a client at. :func:`loopback` with fewer options.
 
-    Yields the base URL to point a client at (with ``handle=True``, a :class:`Server`: the URL,
-    ``settle()`` and what ``admit`` refused). On exit the server stops accepting, the
-    connections still sending a request are shut (their request is dropped), every request
-    thread is joined and the listening socket is closed: it does not wait for stalled clients.
-
+    ``provider`` is a :class:`Provider`, or any ``handle(request) -> response`` callable.
     ``preamble(request, response) -> bytes``, if given, is called with every response the
     provider produces; what it returns is written before the status line, in the same write as
-    the response (see the module docstring). ``admit(request, client_address)``, if given, is
-    asked before each whole request is handled: ``None`` lets it through, a string refuses it
-    (401 with that reason; never handled or journaled). ``max_body``: the largest body
-    accepted, in bytes (larger: 413, unread). ``read_timeout``: seconds a connection may send
-    nothing before it is closed unanswered. Raises ValueError for a negative or non-integer
-    ``max_body``, or a ``read_timeout`` that is not a positive finite number.
+    the response (see the module docstring). ``max_body``: the largest body accepted, in bytes
+    (larger: 413, unread). ``read_timeout``: seconds a connection may send nothing before it is
+    closed unanswered. Raises ValueError for a negative or non-integer ``max_body``, or a
+    ``read_timeout`` that is not a positive finite number.
     """
-    return _serve(provider, preamble, max_body, read_timeout, admit, handle)
+    return _urls(loopback(provider, preamble=preamble, max_body=max_body,
+                          read_timeout=read_timeout))
 
 
 @contextmanager
-def _serve(
-    provider: Provider,
-    preamble: Preamble | None,
-    max_body: int,
-    read_timeout: float,
-    admit: Admit | None,
-    handle: bool,
-) -> Iterator[Any]:
+def _urls(served: contextlib.AbstractContextManager[Server]) -> Iterator[str]:
+    with served as server:
+        yield server.url
+
+
+@contextmanager
+def loopback(
+    target: Provider | Handle,
+    *,
+    preamble: Preamble | None = None,
+    admit: Admit | None = None,
+    prefix: str = "",
+    max_body: int = MAX_BODY,
+    read_timeout: float = READ_TIMEOUT,
+    request_deadline: float = REQUEST_DEADLINE,
+    max_connections: int = MAX_CONNECTIONS,
+    join_threads: bool = True,
+    name: str | None = None,
+    start: bool = True,
+) -> Iterator[Server]:
+    """Serve ``target`` (a :class:`Provider`, or any ``handle(request) -> response``) on
+    ``http://127.0.0.1:<free port>`` in a background thread; yields its :class:`Server`.
+
+    On exit the server stops accepting, the connections still sending a request are shut
+    (their request is dropped), the request threads are joined (unless ``join_threads`` is
+    false: then a handler that waits without end, a fail point held at a gate, does not hold
+    the exit) and the listening socket is closed.
+
+    ``preamble``: as for :func:`serve`. ``admit(request, client_address)``, if given, is asked
+    before each whole request is handled: ``None`` lets it through, a string refuses it (401
+    with that reason; never handled or journaled). ``prefix`` (``"/<secret>"``): a request
+    whose path does not begin with it is answered 401 before its body is read; the handler
+    sees the path without it, and the URL ends in it. ``max_body``, ``read_timeout``,
+    ``request_deadline`` (seconds from a request's first byte until it must be whole) and
+    ``max_connections``: the reader's limits (module docstring). ``name`` names the server's
+    thread and its 500 answers (default: the provider's name). ``start=False`` binds and
+    listens, and serves only from :meth:`Server.start` on (a process that forks a program
+    right after, before any thread of the server runs). Raises ValueError for a limit
+    that is not a positive number, or a prefix that is not ``"/"`` and URL-safe characters.
+    """
+    handle = target.handle if isinstance(target, Provider) else target
+    label = name or (target.name if isinstance(target, Provider) else "handler")
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 0:
         raise ValueError(f"max_body must be a number of bytes >= 0, not {max_body!r}.")
-    if (
-        isinstance(read_timeout, bool)
-        or not isinstance(read_timeout, (int, float))
-        or not math.isfinite(read_timeout)
-        or read_timeout <= 0
+    for what, value in (("read_timeout", read_timeout), ("request_deadline", request_deadline)):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or value <= 0
+        ):
+            raise ValueError(f"{what} must be a finite number of seconds > 0, not {value!r}.")
+    if isinstance(max_connections, bool) or not isinstance(max_connections, int) or (
+        max_connections < 1
     ):
-        raise ValueError(
-            f"read_timeout must be a finite number of seconds > 0, not {read_timeout!r}."
-        )
+        raise ValueError(f"max_connections must be 1 or more, not {max_connections!r}.")
+    if prefix and not re.fullmatch(r"/[A-Za-z0-9_-]+", prefix):
+        raise ValueError(f"prefix must be '/' and URL-safe characters, not {prefix!r}.")
     server = _Server(
-        provider, preamble, max_body=max_body, read_timeout=read_timeout, admit=admit
+        handle, label, preamble, max_body=max_body, read_timeout=read_timeout,
+        request_deadline=request_deadline, max_connections=max_connections, admit=admit,
+        prefix=prefix, join_threads=join_threads,
     )
     thread = threading.Thread(
-        target=server.serve_until_stopped, name=f"fake-{provider.name}-server", daemon=True
+        target=server.serve_until_stopped, name=f"fake-{label}-server", daemon=True
     )
-    thread.start()
-    url = f"http://127.0.0.1:{server.server_address[1]}"
+    handle_ = Server(server, f"http://127.0.0.1:{server.server_address[1]}{prefix}", thread)
+    if start:
+        thread.start()
     try:
-        yield Server(server, url) if handle else url
+        yield handle_
     finally:
-        server.stop()
-        thread.join()
+        if thread.ident is not None:
+            server.stop()
+            thread.join()
         server.close_stalled()
         server.server_close()

@@ -52,6 +52,7 @@ from ._harness.evidence import (
     RecoveryRerun,
 )
 from ._harness.explore import CrashSettings, explore
+from ._harness.failpoint_server import FailpointServer
 from ._harness.history import History, TimelineRow
 from ._harness.invariants import INVARIANTS, Invariant, Violation, check_all, check_own, unchecked
 from ._harness.report import ExplorationReport, Failure, ScheduleRun, render_failure
@@ -90,7 +91,6 @@ from ._inject.failpoints import (
     Raise,
     Stop,
 )
-from ._inject.protocol import FailpointServer
 from ._inject.wire import decode_preamble, encode_preamble, install_wire_hooks
 from ._process.clock import HARNESS_EPOCH, HarnessClock
 from ._process.delivery import (

@@ -5,8 +5,8 @@
 runs any worker, in a real subprocess forked through the fork server, armed with the
 schedule's faults, counted, killed, paused, timed out. That process is the *bridge*. It:
 
-1. binds the fail-point protocol (``_inject/protocol.py``) and a relay in front of each
-   provider's server (``_inject/relay.py``), on loopback ports;
+1. binds the fail-point protocol (``failpoint_server.py``) and a relay in front of each
+   provider's server (``relay.py``), on loopback ports;
 2. starts the command in its own process group, with the message as JSON on its standard
    input and in ``CRASHPOINTS_MESSAGE``, its output to ``logs/<process>.stdout`` and
    ``.stderr`` in the run directory, and this environment:
@@ -145,10 +145,10 @@ def run_bridge(
     import contextlib
     import secrets
 
-    from .._inject.protocol import FailpointServer
-    from .._inject.relay import Relay
     from .._process.clock import HARNESS_EPOCH
     from .._process.command import describe_exit, start_command, tail
+    from .failpoint_server import FailpointServer
+    from .relay import Relay
 
     env_, who = ctx.env, ctx.worker_id
     logs = env_.run_dir.logs

@@ -94,15 +94,14 @@ class World:
 
     def _serve(self) -> tuple[tuple[str, str], ...]:
         """Start a loopback server per provider: any client of a worker reaches it there."""
-        from fake_providers import serve
+        from fake_providers import loopback
 
         for name, provider in self.providers.items():
             self.servers[name] = self._servers.enter_context(
-                serve(
+                loopback(
                     provider,
                     preamble=_preamble,
                     admit=self._admitter(name),
-                    handle=True,
                     # A worker stopped (a crash state being copied) or starved on a busy
                     # machine may hold a connection it has not written to yet.
                     read_timeout=SERVER_READ_TIMEOUT,

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from fake_providers import Provider, ResponseInfo, derive_key, serve
+from fake_providers import Provider, ResponseInfo, derive_key, loopback, serve
 
 from .conftest import SIGNING_SECRET
 
@@ -248,7 +248,7 @@ def test_settle_waits_for_a_request_whose_client_is_gone(payments: Provider) -> 
     provider is held up on its journal's lock, as a loaded machine holds it up."""
     import sqlite3
 
-    with serve(payments, handle=True) as server:
+    with loopback(payments) as server:
         blocker = sqlite3.connect(payments.journal.path, timeout=30, isolation_level=None)
         blocker.execute("BEGIN IMMEDIATE")  # the provider cannot journal until this ends
         try:
@@ -266,7 +266,7 @@ def test_settle_waits_for_a_request_whose_client_is_gone(payments: Provider) -> 
 def test_settle_is_not_held_by_a_client_that_sent_nothing_yet(payments: Provider) -> None:
     """A connected client that has not sent its request (a live worker stopped before it)
     does not hold ``settle``: nothing of it can reach the journal until it sends."""
-    with serve(payments, handle=True) as server, connect_raw(server.url) as idle:
+    with loopback(payments) as server, connect_raw(server.url) as idle:
         assert server.settle(timeout=5)
         started = time.monotonic()
         assert server.settle(timeout=5)
@@ -281,7 +281,7 @@ def test_settle_waits_for_a_request_sent_in_pieces_once_it_is_whole(
     payments: Provider,
 ) -> None:
     raw = charge()
-    with serve(payments, handle=True) as server, connect_raw(server.url) as sock:
+    with loopback(payments) as server, connect_raw(server.url) as sock:
         sock.sendall(raw[:20])
         # Half a request from a live client: nothing to answer yet, nothing journaled.
         assert server.settle(timeout=5)
@@ -303,7 +303,7 @@ def test_a_request_the_admission_hook_refuses_is_never_journaled(payments: Provi
             return None
         return "not this run's"
 
-    with serve(payments, admit=admit, handle=True) as server:
+    with loopback(payments, admit=admit) as server:
         assert b" 200 " in exchange(server.url, charge("payments-writer-a"))
         refused = exchange(server.url, charge("payments-writer-b"))
         assert refused.startswith(b"HTTP/1.0 401 ") and b"not this run's" in refused
@@ -317,7 +317,7 @@ def test_an_admission_hook_that_raises_refuses(payments: Provider) -> None:
     def admit(request: httpx.Request, client: tuple[str, int]) -> str | None:
         raise RuntimeError("broken hook")
 
-    with serve(payments, admit=admit, handle=True) as server:
+    with loopback(payments, admit=admit) as server:
         answer = exchange(server.url, charge())
         assert answer.startswith(b"HTTP/1.0 401 ") and b"broken hook" in answer
     assert payments.journal.requests() == []
