@@ -43,14 +43,17 @@ import json
 import secrets
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from .._inject.failpoints import crashpoint
 from ..errors import CrashpointsError
 
-__all__ = ["FailpointServer", "served"]
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+__all__ = ["Endpoint", "FailpointServer", "served"]
 
 #: The largest request body the fail-point server reads (a context is a few fields).
 MAX_BODY = 1024 * 1024
@@ -166,33 +169,24 @@ def _context(body: bytes) -> tuple[dict[str, Any], str]:
     return data, ""
 
 
-class FailpointServer:
-    """The fail-point protocol on ``http://127.0.0.1:<free port>/<credential>`` (see the
-    module docstring).
-
-    The socket is bound and listening once this is made; requests are served from
-    :meth:`start` on, in threads (a program started before can connect at once: its requests
-    wait in the backlog).
-    ``now`` is harness time; ``epoch`` the Unix time of harness second 0; ``tasks(task_id)``
-    the current authority and keys of a task (raises ``KeyError`` or
-    :class:`CrashpointsError` for one the case does not have). ``url`` is the base URL to give
-    the one process that may use it: it ends in its secret ``credential`` (a new random one
-    when not given); a request without it is answered ``401`` (``refused``).
-    """
+class Endpoint:
+    """A handler on a loopback server of its own, under a secret credential (``served``):
+    the base of :class:`FailpointServer` and the relays. Bound and listening once made; it
+    serves from :meth:`start` on, until :meth:`close`."""
 
     def __init__(
         self,
+        handle: Callable[[httpx.Request], httpx.Response],
         *,
-        now: Callable[[], float],
-        epoch: float = 0.0,
-        tasks: Callable[[str], Mapping[str, object]] | None = None,
-        credential: str | None = None,
+        credential: str | None,
+        max_body: int,
+        name: str,
     ) -> None:
         self._stack = contextlib.ExitStack()
-        handler = _Protocol(now, epoch, tasks)
         self._server = self._stack.enter_context(
-            served(handler, credential=credential, max_body=MAX_BODY, name="failpoints")
+            served(handle, credential=credential, max_body=max_body, name=name)
         )
+        #: The base URL to give the one process allowed to use it (it ends in the credential).
         self.url: str = self._server.url
 
     @property
@@ -208,8 +202,35 @@ class FailpointServer:
         """Stop serving and close the socket (a request held at a gate is left to its end)."""
         self._stack.close()
 
-    def __enter__(self) -> FailpointServer:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class FailpointServer(Endpoint):
+    """The fail-point protocol on ``http://127.0.0.1:<free port>/<credential>`` (see the
+    module docstring).
+
+    The socket is bound and listening once this is made; requests are served from
+    :meth:`start` on, in threads (a program started before can connect at once: its requests
+    wait in the backlog). ``now`` is harness time; ``epoch`` the Unix time of harness second 0;
+    ``tasks(task_id)`` the current authority and keys of a task (raises ``KeyError`` or
+    :class:`CrashpointsError` for one the case does not have). ``url`` is the base URL to give
+    the one process that may use it: it ends in its secret ``credential`` (a new random one
+    when not given); a request without it is answered ``401`` (``refused``).
+    """
+
+    def __init__(
+        self,
+        *,
+        now: Callable[[], float],
+        epoch: float = 0.0,
+        tasks: Callable[[str], Mapping[str, object]] | None = None,
+        credential: str | None = None,
+    ) -> None:
+        super().__init__(
+            _Protocol(now, epoch, tasks), credential=credential, max_body=MAX_BODY,
+            name="failpoints",
+        )

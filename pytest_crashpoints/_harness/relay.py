@@ -25,13 +25,12 @@ forwarded), and reads them with the providers' one strict reader.
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import urllib.parse
 
 import httpx
 
-from .failpoint_server import served
+from .failpoint_server import Endpoint
 
 __all__ = ["Relay"]
 
@@ -94,7 +93,7 @@ class _Forward:
         )
 
 
-class Relay:
+class Relay(Endpoint):
     """A relay to the provider server at ``upstream``, on ``http://127.0.0.1:<free port>``.
 
     Bound and listening once made; it serves from :meth:`start` on, until :meth:`close`.
@@ -106,31 +105,9 @@ class Relay:
     def __init__(
         self, upstream: str, *, timeout: float = 10.0, credential: str | None = None
     ) -> None:
-        self._stack = contextlib.ExitStack()
-        self._server = self._stack.enter_context(
-            served(
-                _Forward(upstream, timeout),
-                credential=credential,
-                max_body=MAX_BODY,
-                name=f"relay-{urllib.parse.urlsplit(upstream).port}",
-            )
+        super().__init__(
+            _Forward(upstream, timeout),
+            credential=credential,
+            max_body=MAX_BODY,
+            name=f"relay-{urllib.parse.urlsplit(upstream).port}",
         )
-        self.url: str = self._server.url
-
-    @property
-    def refused(self) -> list[tuple[str, str]]:
-        """``(method, path)`` of each request refused for want of the credential."""
-        return [(method, path) for method, path, _ in self._server.refused]
-
-    def start(self) -> None:
-        """Serve requests in background threads until :meth:`close`."""
-        self._server.start()
-
-    def close(self) -> None:
-        self._stack.close()
-
-    def __enter__(self) -> Relay:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
