@@ -59,6 +59,7 @@ from ._harness.report import ExplorationReport, Failure, ScheduleRun, render_fai
 from ._harness.rundir import RunDir
 from ._harness.scenario import Scenario
 from ._harness.schedule import (
+    FAULT_KINDS,
     Advance,
     ChangeAuthority,
     Deliver,
@@ -108,6 +109,7 @@ from ._process.worker import run_worker, start_worker
 
 __all__ = [
     "COMMIT_POINTS",
+    "FAULT_KINDS",
     "CRASH_POINTS",
     "MODEL_POINT",
     "HARNESS_EPOCH",

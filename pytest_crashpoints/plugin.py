@@ -38,7 +38,8 @@ if TYPE_CHECKING:
 
 MARKER_HELP = (
     "crashpoints(points='ABCDEF', *, providers=(), mode=None, max_examples=None, "
-    "max_faults=None, timeout=None, start_method='fork', strict_coverage=None, expect=()): "
+    "max_faults=None, timeout=None, start_method='fork', strict_coverage=None, expect=(), "
+    "engine=None, faults=None): "
     "run this test's worker under crash schedules: real SIGKILLs at the points, recovery, "
     f"and the six invariants. See {DOCS_URL}reference.md#the-marker"
 )

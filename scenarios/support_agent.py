@@ -115,11 +115,14 @@ def run_tool(
     return f"{tool}: {attempt.state.value} {attempt.result_ref or ''}".strip()
 
 
-def handle_ticket(ticket: Mapping[str, Any], ctx: Context, *, key_from: KeyFrom = "task") -> str:
-    """Let the model handle one ticket; return its last words."""
+def handle_ticket(
+    ticket: Mapping[str, Any], ctx: Context, *, key_from: KeyFrom = "task", max_retries: int = 0
+) -> str:
+    """Let the model handle one ticket; return its last words. ``max_retries=2`` is the
+    SDK's own default: it retries a refused or unanswered model call itself."""
     client = OpenAI(base_url=ctx.base_url("model") + "/v1",
                     api_key=ctx.api_key("model", str(ticket["task_id"])),
-                    max_retries=0)  # a retry is the worker's decision, not the SDK's
+                    max_retries=max_retries)  # 0: a retry is the worker's decision
     messages: list[Any] = [
         {"role": "system", "content": SYSTEM},
         {"role": "user", "content": f"Ticket {ticket['id']} from {ticket['email']}: "

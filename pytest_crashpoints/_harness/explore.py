@@ -73,13 +73,21 @@ class CrashSettings:
     engine: Engine = "states"
     #: Cases of the exhaustive phase run at once, each job in a world of its own (``jobs``).
     jobs: int = 1
+    #: The kinds of fault to inject (``schedule.FAULT_KINDS``); ``None``: every kind the
+    #: points allow.
+    faults: tuple[str, ...] | None = None
 
 
 def _replay_command(nodeid: str, token: str) -> str:
     return f"pytest {shlex.quote(nodeid)} --crashpoints-replay={token}"
 
 
-def _space(scenario: Scenario, golden: CaseResult, points: Iterable[str]) -> Space:
+def _space(
+    scenario: Scenario,
+    golden: CaseResult,
+    points: Iterable[str],
+    faults: Iterable[str] | None = None,
+) -> Space:
     messages = range(len(scenario.messages))
     effects: list[dict[str, int]] = [{} for _ in messages]
     for effect in golden.expected_effects:
@@ -101,7 +109,33 @@ def _space(scenario: Scenario, golden: CaseResult, points: Iterable[str]) -> Spa
         searching=tuple(spec.name for spec in specs if spec.has_search),
         own_a=tuple(golden.delivery_own_a.get(i, 0) for i in messages),
         recovers=scenario.recover is not None,
+        kinds=None if faults is None else frozenset(faults),
     )
+
+
+def _declared(settings: CrashSettings) -> tuple[str, ...]:
+    """What the test must reach (and kill at) for its coverage: its points, or, when it
+    chooses its kinds of fault, the kill points for ``kill`` and the coverage labels of the
+    others (a lost answer is injected, never killed at)."""
+    if settings.faults is None:
+        return settings.points
+    labels = {
+        "lose_response": "lost response",
+        "refuse": "refused",
+        "lookup_failure": "F",
+        "search_lag": "search lag",
+        "duplicate_delivery": "D",
+        "concurrent_delivery": "D",
+        "authority_change": "E",
+        "racing_recovery": "racing recovery",
+    }
+    declared: list[str] = []
+    for kind in settings.faults:
+        if kind in ("kill", "recovery_kill"):
+            declared += [p for p in settings.points if p not in ("D", "E", "F")]
+        else:
+            declared.append(labels[kind])
+    return tuple(dict.fromkeys(declared))
 
 
 class _Explorer:
@@ -122,7 +156,7 @@ class _Explorer:
         self.base_dir = base_dir
         self.nodeid = nodeid
         self.report = ExplorationReport(
-            nodeid, settings.seed, settings.mode, declared=settings.points
+            nodeid, settings.seed, settings.mode, declared=_declared(settings)
         )
         #: The fault-free run's effects, the baseline of every later case.
         self.expected: tuple[ExpectedEffect, ...] | None = None
@@ -567,7 +601,7 @@ def _run_explorer(
         if not result.passed:
             explorer.fail(result)
         return explorer.report
-    space = _space(scenario, golden, settings.points)
+    space = _space(scenario, golden, settings.points, settings.faults)
     if settings.mode in ("exhaustive", "both"):
         explorer.exhaustive(space)
     if explorer.report.failure is None and settings.mode in ("hypothesis", "both"):

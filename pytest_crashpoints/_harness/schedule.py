@@ -63,7 +63,9 @@ __all__ = [
     "Schedule",
     "SearchLag",
     "Step",
+    "FAULT_KINDS",
     "enumerate_schedules",
+    "fault_kind",
     "fault_kinds",
     "schedules",
 ]
@@ -91,6 +93,26 @@ LEASE_WAIT = 120.0
 LAG_THAT_MATTERS = 2 * LEASE_WAIT + 1
 #: The labels of the coverage table for the kinds of fault that are not a place in a worker.
 COVERAGE_KINDS = ("D", "E", "F", "lost response", "refused", "search lag", "racing recovery")
+
+#: The kinds of fault a test may choose (the marker's ``faults=``), each with the crash points
+#: that allow it and the coverage labels it reaches: ``kill`` (a kill at a point of the
+#: worker), ``lose_response`` (applied, the answer lost), ``refuse`` (refused before applying),
+#: ``lookup_failure`` (lookups fail or time out), ``search_lag`` (a search that lags),
+#: ``duplicate_delivery`` (the message again, after the first), ``concurrent_delivery`` (two
+#: workers at once), ``authority_change`` (E), ``recovery_kill`` (recovery killed midway),
+#: ``racing_recovery`` (two recoveries at once).
+FAULT_KINDS: dict[str, frozenset[str]] = {
+    "kill": frozenset({"A", "B", "C"}),
+    "lose_response": frozenset({"B"}),
+    "refuse": frozenset({"F"}),
+    "lookup_failure": frozenset({"F"}),
+    "search_lag": frozenset({"F"}),
+    "duplicate_delivery": frozenset({"D"}),
+    "concurrent_delivery": frozenset({"D"}),
+    "authority_change": frozenset({"E"}),
+    "recovery_kill": frozenset({"A", "B", "C"}),
+    "racing_recovery": frozenset({"D"}),
+}
 
 
 def _is_model(provider: str) -> bool:
@@ -457,6 +479,8 @@ class Space:
     #: run (a lookup failing or a search lagging for it, a recovery killed, racing
     #: recoveries) test nothing.
     recovers: bool = True
+    #: The kinds of fault chosen (:data:`FAULT_KINDS`); ``None``: every kind the points allow.
+    kinds: frozenset[str] | None = None
 
     def kill_sites(self, message: int) -> list[KillAt]:
         """Every (point, hit) a kill can target while message ``message`` is handled: the
@@ -491,7 +515,38 @@ def _base(space: Space) -> list[Step]:
 Part: TypeAlias = tuple[int, str, Any]
 
 
+def fault_kind(fault: tuple[Part, ...]) -> str:
+    """Which of :data:`FAULT_KINDS` a single fault is (its distinctive part decides: a kill
+    that only leaves work in flight for it does not)."""
+    kinds = [kind for _, kind, _ in fault]
+    values = [value for _, _, value in fault]
+    if any(isinstance(value, SearchLag) for value in values):
+        return "search_lag"
+    if "duplicate" in kinds:
+        duplicate = next(value for _, kind, value in fault if kind == "duplicate")
+        return "concurrent_delivery" if duplicate[0] == "concurrent" else "duplicate_delivery"
+    if "midway" in kinds or any(isinstance(value, ChangeAuthority) for value in values):
+        return "authority_change"
+    last = values[-1]
+    if isinstance(last, LookupTimeouts):
+        return "lookup_failure"
+    if isinstance(last, LoseResponse):
+        return "lose_response"
+    if isinstance(last, Refuse):
+        return "refuse"
+    if isinstance(last, Recover):
+        return "racing_recovery" if last.racing else "recovery_kill"
+    return "kill"
+
+
 def _single_faults(space: Space) -> Iterator[tuple[Part, ...]]:
+    """Every single fault the space allows (of the kinds it chooses, if it does)."""
+    for fault in _every_single_fault(space):
+        if space.kinds is None or fault_kind(fault) in space.kinds:
+            yield fault
+
+
+def _every_single_fault(space: Space) -> Iterator[tuple[Part, ...]]:
     """Every single fault, as the parts that make it: (message, kind, value).
 
     E, F and a kill of recovery only matter while an attempt is in flight, so each comes

@@ -52,8 +52,10 @@ USAGE_ERROR = "pytest_crashpoints.errors.HarnessUsageError"
 #: are not checked, and the verdict names the slow process instead.
 INCONCLUSIVE = "inconclusive: "
 
-#: The ``Retry-After`` (harness seconds) of a 429 refusal.
-REFUSAL_RETRY_AFTER = 30.0
+#: The ``Retry-After`` of a 429 refusal, in seconds. A client reads it as real time and sleeps
+#: it out (the openai SDK does, twice with its default retries): it must cost little of a
+#: process's timeout (30 s by default), or a patient, correct client would time out.
+REFUSAL_RETRY_AFTER = 1.0
 
 
 def _enter(env: CaseEnv, worker_id: str, task_id: str | None) -> Context:

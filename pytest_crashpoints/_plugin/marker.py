@@ -35,6 +35,8 @@ class CrashMarker:
     #: ``"processes"`` for a worker whose durable state lives outside the run directory (a
     #: broker, a database server): the states engine only snapshots files there.
     engine: str | None = None
+    #: The kinds of fault to inject (``FAULT_KINDS``); ``None``: every kind ``points`` allows.
+    faults: tuple[str, ...] | None = None
 
 
 def _points(value: object) -> tuple[str, ...]:
@@ -119,6 +121,37 @@ def _expect(value: object) -> tuple[int | str, ...]:
     return tuple(sorted(set(out), key=invariant_key))
 
 
+def _faults(value: object, points: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The chosen fault kinds, each allowed by ``points``."""
+    from .._harness.schedule import FAULT_KINDS
+
+    if value is None:
+        return None
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, Iterable):
+        raise CrashpointsError(f"faults={value!r} is not a list of fault kinds")
+    chosen: list[str] = []
+    for item in items:
+        if item not in FAULT_KINDS:
+            raise CrashpointsError(
+                f"faults={value!r}: {item!r} is not a kind of fault; the kinds are "
+                f"{', '.join(FAULT_KINDS)}"
+            )
+        needs = FAULT_KINDS[item]
+        own = item == "kill" and any(p not in ("D", "E", "F") for p in points)
+        if not (needs & set(points)) and not own:
+            shown = "".join(points) if all(len(p) == 1 for p in points) else repr(points)
+            raise CrashpointsError(
+                f"faults={value!r}: {item!r} needs point(s) {' or '.join(sorted(needs))} in "
+                f"points, which are {shown}"
+            )
+        if item not in chosen:
+            chosen.append(item)
+    if not chosen:
+        raise CrashpointsError("faults is empty; name at least one kind of fault, or leave it out")
+    return tuple(chosen)
+
+
 def parse_marker(args: tuple[Any, ...], kwargs: dict[str, Any]) -> CrashMarker:
     """Build the marker's settings; raise CrashpointsError saying what is wrong."""
     if len(args) > 1:
@@ -158,8 +191,9 @@ def parse_marker(args: tuple[Any, ...], kwargs: dict[str, Any]) -> CrashMarker:
     strict = kwargs.get("strict_coverage")
     if strict is not None and not isinstance(strict, bool):
         raise CrashpointsError(f"strict_coverage={strict!r} is not True or False")
+    points = _points(raw_points)
     return CrashMarker(
-        points=_points(raw_points),
+        points=points,
         providers=_providers(kwargs.get("providers", ())),
         mode=mode,
         max_examples=_positive_int("max_examples", kwargs.get("max_examples")),
@@ -169,4 +203,5 @@ def parse_marker(args: tuple[Any, ...], kwargs: dict[str, Any]) -> CrashMarker:
         strict_coverage=strict,
         expect=_expect(kwargs.get("expect")),
         engine=engine,
+        faults=_faults(kwargs.get("faults"), points),
     )

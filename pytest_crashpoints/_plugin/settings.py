@@ -36,6 +36,7 @@ def resolve(marker: CrashMarker, options: SessionOptions, *, seed: int | None) -
         replay=options.replay,
         engine=marker.engine or options.engine,  # type: ignore[arg-type]
         jobs=_jobs(marker, options),
+        faults=marker.faults,
     )
 
 

@@ -218,3 +218,21 @@ def test_celery_worker_redelivered_by_its_broker_is_caught_and_its_fix_passes(
     assert broken["failure"]["invariants"] == [1]
     assert "worker-2 stdout: celery task" in broken["failure"]["timeline"]
     assert "job job-7 redelivered by the broker" in broken["failure"]["timeline"]
+
+
+def test_an_sdk_retry_after_a_lost_answer_is_caught_by_the_lost_answer_alone(
+    pytester: pytest.Pytester,
+) -> None:
+    """``faults=["lose_response"]``: no kill is tried, so what catches PyGithub's default
+    retry of a create is the lost answer itself, the worker alive."""
+    pytest.importorskip("github", reason="PyGithub is a dev dependency")
+    result, tests = _run_scenario(
+        pytester, SCENARIOS / "broken" / "test_ticket_opener.py", "-k", "sdk_retries"
+    )
+    result.assert_outcomes(passed=1, deselected=1)
+    [test] = tests.values()
+    assert test["verdict"] == "caught" and 1 in test["failure"]["invariants"]
+    assert "the answer is lost" in test["failure"]["schedule_text"]
+    assert "kill" not in test["failure"]["schedule_text"]
+    assert test["schedules"], "the report lists the cases it ran"
+    assert all("kill" not in run["schedule_text"] for run in test["schedules"])

@@ -5,6 +5,7 @@ that fails the test."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import textwrap
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from pytest_crashpoints import Authority, ProviderSpec
 from pytest_crashpoints.harness import (
     Deliver,
     KillAt,
+    Refuse,
     Scenario,
     Schedule,
     run_case,
@@ -164,3 +166,24 @@ def test_a_turn_comes_before_the_intent_it_caused_even_when_nothing_was_sent(
     intent = next(i for i, line in enumerate(lines) if "(new) -> INTENT_RECORDED" in line)
     kill = next(i for i, line in enumerate(lines) if "killed at A (hit 1)" in line)
     assert turn < intent < kill, result.timeline
+
+
+@pytest.mark.parametrize("variant", ["429", "500", "timeout"])
+def test_the_sdks_own_retries_wait_out_a_refused_model_call_in_time(
+    tmp_path: Path, variant: str
+) -> None:
+    """The openai SDK's default ``max_retries=2`` sleeps out a 429's ``Retry-After`` in real
+    time (and backs off after a 500 or a dropped connection): the harness's refusal must cost
+    a patient client little of its 30 s, so that the correct agent passes as it is."""
+    case = dataclasses.replace(
+        support_case(), worker=functools.partial(handle_ticket, max_retries=2)
+    )
+    golden = run_case(case, Schedule((Deliver(0),)), base_dir=tmp_path)
+    assert golden.passed, golden.violations
+    result = run_case(
+        case, Schedule((Refuse("model", 1, variant), Deliver(0))), base_dir=tmp_path,
+        expected=golden.expected_effects,
+    )
+    assert result.passed, (result.violations, result.errors)
+    assert "refuses its 1st call" in result.timeline
+    assert result.generations[0]["model"] == golden.generations[0]["model"] + 1  # and again

@@ -221,6 +221,13 @@ def test_verdicts_agree_under_xdist_and_the_summary_aggregates(pytester: pytest.
         ('providers=["email"], timeout=float("inf")', "timeout=inf is not a positive, finite"),
         ('providers=["email"], timeout=float("nan")', "timeout=nan is not a positive, finite"),
         ('providers=["email"], engine="fast"', "engine='fast' is not one of states, processes"),
+        ('providers=["email"], faults=["lose"]', "'lose' is not a kind of fault; the kinds are"),
+        (
+            'points="AD", providers=["email"], faults="lose_response"',
+            "'lose_response' needs point(s) B in points, which are AD",
+        ),
+        ('providers=["email"], faults=[]', "faults is empty; name at least one kind"),
+        ('providers=["email"], faults=3', "faults=3 is not a list of fault kinds"),
     ],
 )
 def test_bad_marker_arguments_give_one_clear_error(

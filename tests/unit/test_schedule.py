@@ -10,6 +10,7 @@ from hypothesis import given, settings
 
 from pytest_crashpoints.errors import CrashpointsError
 from pytest_crashpoints.harness import (
+    FAULT_KINDS,
     Advance,
     ChangeAuthority,
     Deliver,
@@ -293,3 +294,28 @@ def test_work_left_in_flight_at_the_last_tool_call_meets_the_same_faults() -> No
         and any(isinstance(step, Recover) and step.kill for step in s.steps)
     }
     assert {KillAt("B", 1), KillAt("B", 2)} <= killed_then_recovered
+
+
+def test_fault_kinds_partition_the_single_faults() -> None:
+    """``faults=``: each kind keeps its own schedules; together they are every schedule."""
+    every = set(_singles(TWO_CALLS))
+    by_kind = {
+        kind: set(_singles(dataclasses.replace(TWO_CALLS, kinds=frozenset({kind}))))
+        for kind in FAULT_KINDS
+    }
+    assert all(by_kind.values()), [kind for kind, found in by_kind.items() if not found]
+    assert set().union(*by_kind.values()) == every
+    for one, other in itertools.combinations(by_kind, 2):
+        assert not by_kind[one] & by_kind[other], (one, other)
+    lost = by_kind["lose_response"]
+    assert all(any(isinstance(step, LoseResponse) for step in s.steps) for s in lost)
+    assert not any(isinstance(step, Deliver) and step.kill for s in lost for step in s.steps)
+    kills = by_kind["kill"]
+    assert all(kinds(s) <= {"kill:A", "kill:B", "kill:C"} for s in kills)
+    chosen = dataclasses.replace(TWO_CALLS, kinds=frozenset({"lose_response"}))
+    assert list(enumerate_schedules(chosen, max_faults=2))[1:] != []
+    assert all(
+        isinstance(step, (Deliver, LoseResponse, Advance, Recover))
+        for s in enumerate_schedules(chosen, max_faults=2)
+        for step in s.steps
+    )
