@@ -36,7 +36,7 @@ from .linking import stored_links
 from .quiet import QUIET_ROUNDS, QUIET_STEP, killed_recovery_diff, needs_recovery, quiet, snapshot
 from .record import case_record
 from .scenario import Scenario
-from .schedule import Schedule
+from .schedule import KillAt, Schedule
 from .steps import INCONCLUSIVE, CaseRun, fork_server_for
 from .world import World
 
@@ -67,6 +67,8 @@ class CaseResult:
     delivery_hits: Mapping[int, Mapping[str, int]] = dataclasses.field(default_factory=dict)
     #: Per message: how often its first delivery marked A itself (between tool calls).
     delivery_own_a: Mapping[int, int] = dataclasses.field(default_factory=dict)
+    #: Per message: where its first delivery waited between two tool calls (``between_calls``).
+    delivery_between: Mapping[int, tuple[KillAt, ...]] = dataclasses.field(default_factory=dict)
     #: The final outcome in terms two workers can share: each task's tool calls by arguments
     #: hash with their end state, and the effects per provider (the differential check).
     outcomes: tuple[str, ...] = ()
@@ -336,6 +338,7 @@ def verdict(
         run_dir=None,
         delivery_hits=run.delivery_hits,
         delivery_own_a=run.delivery_own_a,
+        delivery_between=run.delivery_between,
         outcomes=_outcomes(evidence),
         unchecked=tuple(unchecked(evidence.ledger_columns)),
         record=record,

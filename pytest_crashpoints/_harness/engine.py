@@ -439,6 +439,7 @@ class StatesEngine:
                 "_raised": run._raised,
                 "delivery_hits": dict(run.delivery_hits),
                 "delivery_own_a": dict(run.delivery_own_a),
+                "delivery_between": dict(run.delivery_between),
             },
         )
 

@@ -110,6 +110,7 @@ def _space(
         own_a=tuple(golden.delivery_own_a.get(i, 0) for i in messages),
         recovers=scenario.recover is not None,
         kinds=None if faults is None else frozenset(faults),
+        between=tuple(golden.delivery_between.get(i, ()) for i in messages),
     )
 
 

@@ -42,7 +42,7 @@ import dataclasses
 import itertools
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 from .._inject.failpoints import WRITE_POINT
 from ..errors import CrashpointsError
@@ -64,6 +64,7 @@ __all__ = [
     "SearchLag",
     "Step",
     "FAULT_KINDS",
+    "between_calls",
     "enumerate_schedules",
     "fault_kind",
     "fault_kinds",
@@ -481,6 +482,10 @@ class Space:
     recovers: bool = True
     #: The kinds of fault chosen (:data:`FAULT_KINDS`); ``None``: every kind the points allow.
     kinds: frozenset[str] | None = None
+    #: Per message, where its worker may wait between two of its tool calls when it does not
+    #: mark A itself (:func:`between_calls` of the fault-free run): E changes the authority
+    #: there.
+    between: tuple[tuple[KillAt, ...], ...] = ()
 
     def kill_sites(self, message: int) -> list[KillAt]:
         """Every (point, hit) a kill can target while message ``message`` is handled: the
@@ -504,8 +509,34 @@ class Space:
             sites += [KillAt(WRITE_POINT, hit) for hit in range(1, reached.get(WRITE_POINT, 0) + 1)]
         return sites
 
+    def between_of(self, message: int) -> tuple[KillAt, ...]:
+        return self.between[message] if message < len(self.between) else ()
+
     def effects_of(self, message: int) -> Mapping[str, int]:
         return self.effects[message] if message < len(self.effects) else {}
+
+
+class _Reached(Protocol):
+    point: str
+    n: int
+
+
+def between_calls(hits: Sequence[_Reached]) -> tuple[KillAt, ...]:
+    """Where a worker waits between two of its tool calls, from the fail points one delivery
+    reached, in order: after each write request but the last (``http.write``), at the first
+    answer that comes back (``B``: the provider has applied it, the worker has not seen it),
+    or, with no answer seen, at the first commit after it (``db.committed``). Whatever the
+    worker asks before its next call (its credentials, its authority) it asks after that."""
+    writes = [i for i, hit in enumerate(hits) if hit.point == WRITE_POINT]
+    sites: list[KillAt] = []
+    for here, there in itertools.pairwise(writes):
+        window = hits[here + 1 : there]
+        site = next((hit for hit in window if hit.point == "B"), None) or next(
+            (hit for hit in window if hit.point == "db.committed"), None
+        )
+        if site is not None:
+            sites.append(KillAt(site.point, site.n))
+    return tuple(dict.fromkeys(sites))
 
 
 def _base(space: Space) -> list[Step]:
@@ -579,11 +610,16 @@ def _every_single_fault(space: Space) -> Iterator[tuple[Part, ...]]:
                 if provider in space.providers:
                     for failure in ("timeout", "500"):
                         yield ((i, "before", LookupTimeouts(provider, None, failure)),)
-        if "E" in space.points:
+        if "E" in space.points:  # between two tool calls of one message
             own = space.own_a[i] if i < len(space.own_a) else 0
-            for hit in range(2, own + 1):  # between two tool calls of one message
+            sites = (
+                [KillAt("A", hit) for hit in range(2, own + 1)]
+                if own >= 2
+                else list(space.between_of(i))
+            )
+            for site in sites:
                 for change in AUTHORITY_CHANGES:
-                    yield ((i, "midway", Midway("A", hit, change)),)
+                    yield ((i, "midway", Midway(site.point, site.hit, change)),)
         # Work left in flight by a kill: at the first tool call of the message, and at its
         # last (a row that holds two calls recovers the second its own way).
         reached = space.reachable[i]

@@ -33,6 +33,7 @@ from .schedule import (
     Refuse,
     SearchLag,
     Step,
+    between_calls,
 )
 from .world import World
 
@@ -129,6 +130,8 @@ class CaseRun:
         self.delivery_hits: dict[int, dict[str, int]] = {}
         #: Per message: how often its first delivery marked A itself (not automatically).
         self.delivery_own_a: dict[int, int] = {}
+        #: Per message: where its first delivery waited between two tool calls.
+        self.delivery_between: dict[int, tuple[KillAt, ...]] = {}
         #: Messages whose last delivery did not complete: the queue redelivers them.
         self.unacked: dict[int, None] = {}
         self.errors: list[str] = []
@@ -304,6 +307,7 @@ class CaseRun:
             self.delivery_own_a[index] = sum(
                 1 for hit in hits if hit.point == "A" and hit.context.get("source") != "auto"
             )
+            self.delivery_between[index] = between_calls(hits)
         self._record(who, outcome, kill)
 
     def deliver_midway(self, index: int, midway: Midway) -> None:

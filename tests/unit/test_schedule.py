@@ -23,6 +23,7 @@ from pytest_crashpoints.harness import (
     Schedule,
     SearchLag,
     Space,
+    between_calls,
     covering_schedules,
     enumerate_schedules,
     schedules,
@@ -319,3 +320,37 @@ def test_fault_kinds_partition_the_single_faults() -> None:
         for s in enumerate_schedules(chosen, max_faults=2)
         for step in s.steps
     )
+
+
+def test_e_between_two_calls_of_an_agent_with_only_the_automatic_points() -> None:
+    """No A of its own: E waits at the answer to each write but the last (B), or at the
+    first commit after it when no answer was seen; never before the first write."""
+
+    @dataclasses.dataclass
+    class Reached:
+        point: str
+        n: int
+
+    def run(*names: str) -> list[Reached]:
+        counts: dict[str, int] = {}
+        hits = []
+        for name in names:
+            counts[name] = counts.get(name, 0) + 1
+            hits.append(Reached(name, counts[name]))
+        return hits
+
+    two = run("db.committed", "A", "http.write", "B", "db.committed", "A", "http.write", "B")
+    assert between_calls(two) == (KillAt("B", 1),)
+    unseen = run("http.write", "db.committed", "http.write", "db.committed")
+    assert between_calls(unseen) == (KillAt("db.committed", 1),)
+    assert between_calls(run("db.committed", "http.write", "B", "db.committed")) == ()
+    space = dataclasses.replace(
+        SPACE, messages=1, reachable=({"B": 2, "http.write": 2},), own_a=(0,),
+        between=(between_calls(two),),
+    )
+    midways = {
+        step.midway for s in _singles(space) for step in s.steps
+        if isinstance(step, Deliver) and step.midway
+    }
+    assert {(m.point, m.hit) for m in midways} == {("B", 1)}
+    assert {m.change for m in midways} == {"revoke", "narrow", "bump_policy", "move_tenant"}
