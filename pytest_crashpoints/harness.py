@@ -76,7 +76,9 @@ from ._harness.schedule import (
     between_calls,
     covering_schedules,
     enumerate_schedules,
+    probe_kills,
     schedules,
+    unplaced_faults,
 )
 from ._harness.token import Token, read_token, replay_token
 from ._harness.world import World
@@ -187,6 +189,7 @@ __all__ = [
     "install_commit_hooks",
     "install_wire_hooks",
     "kill_live_workers",
+    "probe_kills",
     "live_worker_pids",
     "read_token",
     "redeliver_after_crash",
@@ -199,4 +202,5 @@ __all__ = [
     "schedules",
     "start_worker",
     "unchecked",
+    "unplaced_faults",
 ]

@@ -69,6 +69,8 @@ class CaseResult:
     delivery_own_a: Mapping[int, int] = dataclasses.field(default_factory=dict)
     #: Per message: where its first delivery waited between two tool calls (``between_calls``).
     delivery_between: Mapping[int, tuple[KillAt, ...]] = dataclasses.field(default_factory=dict)
+    #: The fail points the quiet phase's first recovery run reached.
+    recovery_points: frozenset[str] = frozenset()
     #: The final outcome in terms two workers can share: each task's tool calls by arguments
     #: hash with their end state, and the effects per provider (the differential check).
     outcomes: tuple[str, ...] = ()
@@ -339,6 +341,7 @@ def verdict(
         delivery_hits=run.delivery_hits,
         delivery_own_a=run.delivery_own_a,
         delivery_between=run.delivery_between,
+        recovery_points=run.first_quiet_points,
         outcomes=_outcomes(evidence),
         unchecked=tuple(unchecked(evidence.ledger_columns)),
         record=record,

@@ -47,6 +47,9 @@ from .schedule import (
     Space,
     covering_schedules,
     enumerate_schedules,
+    probe_kills,
+    races_placed,
+    unplaced_faults,
 )
 from .steps import INCONCLUSIVE, fork_server_for
 from .token import decode_token, replay_token
@@ -221,6 +224,26 @@ class _Explorer:
             self.disagreement = next((e for e in result.errors if e.startswith(_BUG)), None)
         if self.on_case is not None:
             self.on_case(self.report)
+
+    def placed(self, space: Space) -> Space:
+        """``space`` with the points its recovery reaches (:attr:`Space.recovery_reach`):
+        each kill that leaves work in flight for a fault of recovery is run once (not counted
+        as a case; the states engine shares its crash state with the case itself), and a
+        fault at a point none of those recoveries reached is not applicable: left out of the
+        schedules, listed in the report, never counted as covered."""
+        probes = probe_kills(space)
+        if not probes or self.scenario.recover is None:
+            return space
+        reach: set[str] = set()
+        for schedule in probes:
+            reach |= self._case(schedule, self.engine)[0].recovery_points
+        placed = dataclasses.replace(space, recovery_reach=frozenset(reach))
+        self.report.not_applicable = unplaced_faults(placed)
+        if races_placed(space) and not races_placed(placed):
+            self.report.declared = tuple(
+                p for p in self.report.declared if p != "racing recovery"
+            )
+        return placed
 
     def plan(self, more: int) -> None:
         """Expect ``more`` cases after those run so far (and say so to ``on_case``)."""
@@ -602,7 +625,7 @@ def _run_explorer(
         if not result.passed:
             explorer.fail(result)
         return explorer.report
-    space = _space(scenario, golden, settings.points, settings.faults)
+    space = explorer.placed(_space(scenario, golden, settings.points, settings.faults))
     if settings.mode in ("exhaustive", "both"):
         explorer.exhaustive(space)
     if explorer.report.failure is None and settings.mode in ("hypothesis", "both"):

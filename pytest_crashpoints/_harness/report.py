@@ -104,6 +104,9 @@ class ExplorationReport:
     #: Which engine ran the cases and, for the states engine, how much it shared: crash
     #: states checked (quiet phase and replay run), cases that shared one, recordings.
     engine: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: Faults of recovery that could not be placed: at a point the test's recovery never
+    #: reaches (``"recovery killed at recovery.claimed"``). Not run, never counted as covered.
+    not_applicable: list[str] = dataclasses.field(default_factory=list)
     #: Every case run, in order (the fault-free one first).
     schedules: list[ScheduleRun] = dataclasses.field(default_factory=list)
     #: How many cases the exploration expects to run in all (an estimate: Hypothesis may
@@ -157,6 +160,7 @@ class ExplorationReport:
             "unreached": self.unreached,
             "unkilled": self.unkilled,
             "unchecked": self.unchecked,
+            "not_applicable": self.not_applicable,
             "failure": None if self.failure is None else self.failure.to_json(),
             "differences": self.differences,
             "engine": self.engine,

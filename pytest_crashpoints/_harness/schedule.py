@@ -68,6 +68,10 @@ __all__ = [
     "enumerate_schedules",
     "fault_kind",
     "fault_kinds",
+    "probe_kills",
+    "races_placed",
+    "recovery_point",
+    "unplaced_faults",
     "schedules",
 ]
 
@@ -486,6 +490,10 @@ class Space:
     #: mark A itself (:func:`between_calls` of the fault-free run): E changes the authority
     #: there.
     between: tuple[tuple[KillAt, ...], ...] = ()
+    #: The fail points the test's recovery reaches when work is left in flight (found by
+    #: running it); ``None``: not known, every point is tried. A recovery killed, or one of
+    #: two racing recoveries waiting, at a point outside it would test nothing.
+    recovery_reach: frozenset[str] | None = None
 
     def kill_sites(self, message: int) -> list[KillAt]:
         """Every (point, hit) a kill can target while message ``message`` is handled: the
@@ -570,11 +578,66 @@ def fault_kind(fault: tuple[Part, ...]) -> str:
     return "kill"
 
 
+def recovery_point(fault: tuple[Part, ...]) -> str | None:
+    """The point a recovery must reach for ``fault`` to test anything: where it is killed,
+    or where the first of two racing recoveries waits (``None``: no such point)."""
+    last = fault[-1][2]
+    if isinstance(last, Recover):
+        if last.kill is not None:
+            return last.kill.point
+        return last.pause_at
+    return None
+
+
+def _placed(space: Space, fault: tuple[Part, ...]) -> bool:
+    point = recovery_point(fault)
+    return point is None or space.recovery_reach is None or point in space.recovery_reach
+
+
 def _single_faults(space: Space) -> Iterator[tuple[Part, ...]]:
-    """Every single fault the space allows (of the kinds it chooses, if it does)."""
+    """Every single fault the space allows (of the kinds it chooses, if it does), at points
+    its recovery reaches."""
     for fault in _every_single_fault(space):
-        if space.kinds is None or fault_kind(fault) in space.kinds:
+        if (space.kinds is None or fault_kind(fault) in space.kinds) and _placed(space, fault):
             yield fault
+
+
+def unplaced_faults(space: Space) -> list[str]:
+    """The faults of a recovery that :attr:`Space.recovery_reach` leaves out, in words
+    (each once): what the summary lists as not applicable."""
+    out: dict[str, None] = {}
+    for fault in _every_single_fault(space):
+        if space.kinds is not None and fault_kind(fault) not in space.kinds:
+            continue
+        if not _placed(space, fault):
+            last = fault[-1][2]
+            assert isinstance(last, Recover)
+            what = (
+                f"recovery killed at {recovery_point(fault)}"
+                if last.kill is not None
+                else f"two racing recoveries, the first waiting at {recovery_point(fault)}"
+            )
+            out[what] = None
+    return list(out)
+
+
+def probe_kills(space: Space) -> list[Schedule]:
+    """The kills that leave work in flight for a fault of recovery, as schedules, one case
+    each: their recovery runs tell which of its points it reaches (``recovery_reach``)."""
+    kills: dict[tuple[Part, ...], None] = {}
+    for fault in _every_single_fault(space):
+        if recovery_point(fault) is not None:
+            kills[tuple(part for part in fault if part[1] == "kill")] = None
+    found = (_apply(space, [kill]) for kill in kills if kill)
+    return [schedule for schedule in found if schedule is not None]
+
+
+def races_placed(space: Space) -> bool:
+    """Whether any schedule of ``space`` races two recoveries."""
+    return any(
+        isinstance(fault[-1][2], Recover) and fault[-1][2].racing
+        for fault in _single_faults(space)
+    )
 
 
 def _every_single_fault(space: Space) -> Iterator[tuple[Part, ...]]:

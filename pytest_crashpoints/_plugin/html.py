@@ -312,9 +312,10 @@ def _gaps(test: Mapping[str, Any]) -> list[str]:
     for field, words in (
         ("unreached", "Declared but never reached (it proves nothing about them)"),
         ("unkilled", "Reached but never killed (no kill scheduled there took effect)"),
+        ("not_applicable", "Not applicable (its recovery never reaches the point: not run)"),
     ):
         if test.get(field):
-            lines.append(f"<p>{_e(words)}: {_e(', '.join(test[field]))}.</p>")
+            lines.append(f"<p>{_e(words)}: {_e('; '.join(test[field]))}.</p>")
     if test.get("unchecked"):
         lines.append("<p>Not checked (the ledger view reads too little):</p><ul>")
         lines += [f"<li>{_e(line)}</li>" for line in test["unchecked"]]

@@ -87,6 +87,11 @@ def summary_lines(results: Iterable[Mapping[str, Any]], *, seed: int | None) -> 
                 f"NEVER KILLED in {result['nodeid']}: {', '.join(result['unkilled'])} "
                 "(reached, but no kill scheduled there took effect)"
             )
+        if result.get("not_applicable") and not result.get("failure"):
+            lines.append(
+                f"NOT APPLICABLE in {result['nodeid']} (its recovery never reaches the point, "
+                f"so nothing would be tested): {'; '.join(result['not_applicable'])}"
+            )
         unchecked = result.get("unchecked") or ()
         if unchecked and not result.get("failure"):
             lines.append(f"NOT CHECKED in {result['nodeid']} (the ledger view reads too little):")

@@ -26,7 +26,9 @@ from pytest_crashpoints.harness import (
     between_calls,
     covering_schedules,
     enumerate_schedules,
+    probe_kills,
     schedules,
+    unplaced_faults,
 )
 
 SPACE = Space(
@@ -354,3 +356,26 @@ def test_e_between_two_calls_of_an_agent_with_only_the_automatic_points() -> Non
     }
     assert {(m.point, m.hit) for m in midways} == {("B", 1)}
     assert {m.change for m in midways} == {"revoke", "narrow", "bump_policy", "move_tenant"}
+
+
+def test_faults_of_a_recovery_only_at_points_it_reaches() -> None:
+    def recovery_points(space: Space) -> set[tuple[str, str | None]]:
+        found = set()
+        for s in _singles(space):
+            for step in s.steps:
+                if isinstance(step, Recover) and (step.kill or step.racing):
+                    where = step.kill.point if step.kill else step.pause_at
+                    found.add(("racing" if step.racing else "kill", where))
+        return found
+
+    every = recovery_points(SPACE)
+    assert ("kill", "recovery.claimed") in every and ("racing", "recovery.claimed") in every
+    assert unplaced_faults(SPACE) == []
+    own = dataclasses.replace(SPACE, recovery_reach=frozenset({"db.committed"}))
+    assert recovery_points(own) == {("racing", "db.committed")}
+    assert "recovery killed at recovery.claimed" in unplaced_faults(own)
+    assert "two racing recoveries, the first waiting at C" in unplaced_faults(own)
+    probes = probe_kills(SPACE)
+    assert probes and all(
+        any(isinstance(step, Deliver) and step.kill for step in s.steps) for s in probes
+    )
