@@ -71,6 +71,8 @@ def _row(row: TimelineRow) -> dict[str, Any]:
             scope=format_scope(request.scope),
             attempt_id=row.attempt_id,
         )
+        if request.note is not None:  # a model's turn: what it answered
+            data["note"] = request.note
     return data
 
 

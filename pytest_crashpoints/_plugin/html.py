@@ -152,8 +152,9 @@ def _rate(cases: int, seconds: object) -> str:
 
 
 def _verdict(verdict: str) -> str:
-    symbol = {"passed": "✓", "caught": "✓", "failed": "✕", "error": "⚠"}.get(verdict, "")
-    return f'<span class="v v-{_e(verdict)}">{symbol} {_e(verdict)}</span>'
+    symbol = {"passed": "✓", "caught": "◎", "failed": "✕", "error": "⚠"}.get(verdict, "")
+    words = "caught (broken on purpose)" if verdict == "caught" else verdict
+    return f'<span class="v v-{_e(verdict)}">{symbol} {_e(words)}</span>'
 
 
 # -- the header and the summary --------------------------------------------------------------
@@ -175,8 +176,13 @@ def _header(document: Mapping[str, Any], tests: Sequence[Mapping[str, Any]], sta
         ("seed", str(document.get("seed", "-"))),
     ]
     if timed:
-        facts.append(("cases per second", _rate(sum(int(t["cases"]) for t in timed), seconds)))
-        facts.append(("time in crash tests", _seconds(seconds)))
+        facts.append(
+            (
+                "cases per second of crash-test time",
+                _rate(sum(int(t["cases"]) for t in timed), seconds),
+            )
+        )
+        facts.append(("crash-test time, summed over tests", _seconds(seconds)))
     lines = [
         "<header>",
         "<h1>crashpoints report</h1>",
@@ -185,6 +191,22 @@ def _header(document: Mapping[str, Any], tests: Sequence[Mapping[str, Any]], sta
         *(f"<div><dt>{_e(name)}</dt><dd>{_e(value)}</dd></div>" for name, value in facts),
         "</dl>",
     ]
+    if verdicts.count("caught"):
+        lines.append(
+            f'<p class="caught-note">◎ <strong>{verdicts.count("caught")} caught</strong>: '
+            "deliberately broken agents (marked <code>expect=</code>), each kept to prove "
+            "that the crash tests find its bug. Their invariants were broken, as intended: "
+            "that is a pass. A broken agent <em>not</em> caught is a failure.</p>"
+        )
+    if timed:
+        lines.append(
+            '<p class="legend">A case is one schedule run in real processes (the worker, '
+            "recovery and the queue's redelivery, each killed or let run as the schedule "
+            "says); a few per second on a busy machine is normal, a small agent runs tens "
+            "on a quiet one (<a href=\"https://github.com/pytest-crashpoints/pytest-crashpoints"
+            '/blob/main/docs/performance.md">what to expect</a>). The time is summed over '
+            "tests: with <code>-n</code> it exceeds the run's wall time.</p>"
+        )
     if document.get("interrupted"):
         lines.append(
             "<p>The run was interrupted: only the crash tests that finished are listed.</p>"
@@ -227,10 +249,43 @@ def _summary(tests: Sequence[Mapping[str, Any]]) -> str:
             "<tbody>",
             *rows,
             "</tbody></table></div>",
+            _legend(),
             _coverage(tests),
             "</section>",
         ]
     )
+
+
+def _legend() -> str:
+    items = "".join(
+        f'<li><a href="#{_anchor(n)}">{n}</a>: {_e(title)}</li>' for n, title in INVARIANTS.items()
+    )
+    return f'<p class="legend">The invariants, by number:</p><ul class="legend inv">{items}</ul>'
+
+
+#: What each point of the coverage table is, for a reader who has never seen one.
+POINTS: dict[str, str] = {
+    "A": "crash point A: after the intent is durable, before the request leaves",
+    "B": "crash point B: the provider applied the request, its answer not yet read",
+    "C": "crash point C: the answer read, the outcome not yet recorded",
+    "D": "the same message delivered twice, or to two workers at once",
+    "E": "the task's authority changed (revoked, narrowed, policy, tenant)",
+    "F": "the provider's lookups fail or time out",
+    "db.commit": "placed by the harness: just before a SQLite commit of the agent",
+    "db.committed": "placed by the harness: just after a SQLite commit of the agent",
+    "http.write": "placed by the harness: before every write request (POST, PUT, PATCH, "
+    "DELETE) to a provider",
+    "model.tool_call": "the model's answer that calls a tool has arrived, nothing of it "
+    "recorded yet",
+    "recovery.starts": "a recovery process started",
+    "recovery.claimed": "the reference recovery claimed an attempt (an owner and a lease)",
+    "recovery.looked_up": "the reference recovery asked the provider what happened",
+    "ledger.write": "the reference ledger wrote a row",
+    "lost response": "a fault: the provider applied a request and its answer was lost",
+    "refused": "a fault: the provider refused a request before applying anything",
+    "search lag": "a fault: the provider's search lagged behind its writes",
+    "racing recovery": "a fault: two recoveries at once, one waiting while the other runs",
+}
 
 
 def _coverage(tests: Sequence[Mapping[str, Any]]) -> str:
@@ -249,17 +304,22 @@ def _coverage(tests: Sequence[Mapping[str, Any]]) -> str:
     for point in sorted(points, key=lambda p: (p in faults and len(p) > 1, len(p) > 1, p)):
         reached, killed = points[point]
         shown = "a fault, not a kill point" if point in faults else str(killed)
+        what = POINTS.get(point, "a fail point of your own")
         rows.append(
-            f'<tr><th scope="row">{_e(point)}</th><td class="n">{reached}</td>'
-            f'<td class="n">{_e(shown)}</td></tr>'
+            f'<tr><th scope="row">{_e(point)}</th><td>{_e(what)}</td>'
+            f'<td class="n">{reached}</td><td class="n">{_e(shown)}</td></tr>'
         )
     return "\n".join(
         [
             '<h3 id="coverage">Coverage</h3>',
             '<table class="coverage">',
             "<caption>Per point, the cases of all tests that reached it (or, for a fault, "
-            "had it injected), and those killed there</caption>",
-            '<thead><tr><th scope="col">point</th><th scope="col">cases reached</th>'
+            "had it injected), and those in which a process was killed there. A point "
+            "reached but never killed is one the schedules only pause at, or one the tests "
+            "did not declare as a kill point (the harness places db.commit, db.committed and "
+            "http.write in every case)</caption>",
+            '<thead><tr><th scope="col">point</th><th scope="col">what it is</th>'
+            '<th scope="col">cases reached</th>'
             '<th scope="col">cases killed</th></tr></thead>',
             "<tbody>",
             *rows,
@@ -719,6 +779,9 @@ def _journal_event(
 ) -> str:
     effect = "EFFECT" if row.get("effect_applied") else "no effect"
     label = f"{row.get('kind')} {row.get('status')} {effect}"
+    note = row.get("note")
+    if note:  # a model's turn: what it answered (a tool call and its arguments) is the story
+        label = f"{'↻ ' if 'asked again' in str(note) else ''}{row.get('kind')}: {note}"
     if duplicate:
         label = "⚠ DUPLICATE " + label
     elif first_of_two:
@@ -730,6 +793,7 @@ def _journal_event(
         [
             ("request", row.get("request_id")),
             ("operation", row.get("kind")),
+            ("the model answered", note),
             ("status", row.get("status")),
             ("effect", "applied" if row.get("effect_applied") else "none"),
             ("by", sender),
@@ -746,6 +810,8 @@ def _journal_event(
     if attempt_id and attempt_id in attempts:
         body += f'<p><a href="#{tid}-a-{_e(attempt_id)}">the ledger row of {_e(attempt_id)}</a></p>'
     title = f"{row.get('provider')} {row.get('request_id')} {row.get('kind')} by {sender}: {effect}"
+    if note:
+        title = f"{row.get('provider')} {row.get('request_id')} by {sender}: {note}"
     return _mark("dup" if duplicate else "journal", label, title, body)
 
 
@@ -914,7 +980,9 @@ th,td{border:1px solid var(--line);padding:.25rem .5rem;text-align:left;vertical
 thead th{background:var(--soft)}
 td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .v{font-weight:700;white-space:nowrap}.v-failed,.v-error{color:var(--bad)}
-.v-passed,.v-caught{color:var(--good)}
+.v-passed{color:var(--good)}.v-caught{color:var(--warn)}
+.caught-note{background:var(--warnbg);color:var(--warn);padding:.3rem .6rem;max-width:75em}
+ul.inv{margin:.2rem 0 .8rem;padding-left:1.2rem;columns:2 28em}
 .scroll{overflow:auto;max-width:100%}
 .error{color:var(--bad)}
 .violations li{margin:.4rem 0}

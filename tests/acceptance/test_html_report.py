@@ -159,3 +159,84 @@ def test_the_good_agent_lists_its_schedules_collapsed(page: Page) -> None:
     assert details[0] is False
     assert details[1] >= 10
     assert details[2] == f"{details[1]} schedules run: {details[1]} passed, 0 failed"
+
+
+def test_the_first_screen_tells_a_caught_agent_from_a_passed_one(page: Page) -> None:
+    """The run passed with a broken agent caught: the header says what "caught" means, and
+    the verdict is not a plain green "passed"."""
+    note = page.evaluate("document.querySelector('header .caught-note').textContent")
+    assert "1 caught" in note and "broken" in note and "expect=" in note
+    verdicts = page.evaluate(
+        "Array.from(document.querySelectorAll('#summary table.tests .v'))"
+        ".map(v => [v.className, v.textContent])"
+    )
+    assert verdicts[0] == ["v v-caught", "◎ caught (broken on purpose)"]
+    assert verdicts[1] == ["v v-passed", "✓ passed"]
+    colours = page.evaluate(
+        "Array.from(document.querySelectorAll('#summary table.tests .v'))"
+        ".map(v => getComputedStyle(v).color)"
+    )
+    assert colours[0] != colours[1]
+    # The invariants are explained on the first screen, and every point of the coverage.
+    legend = page.evaluate("document.querySelector('#summary ul.inv').textContent")
+    assert "1: no non-idempotent side effect happens twice" in legend
+    unexplained = page.evaluate(
+        "Array.from(document.querySelectorAll('table.coverage tbody tr'))"
+        ".filter(tr => !tr.cells[1].textContent.trim()).map(tr => tr.cells[0].textContent)"
+    )
+    assert unexplained == []
+
+
+@pytest.fixture(scope="module")
+def support_page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Page]:
+    """The page of the support agent's broken variant: asked again after a kill, the model
+    picks another amount, and the key made of the arguments refunds twice."""
+    pytest.importorskip("openai", reason="the support agent needs the agents extra")
+    executable = find_chromium()
+    if executable is None:
+        pytest.skip("Chromium is not installed (Debian: apt-get install chromium)")
+    html = tmp_path_factory.mktemp("support") / "report.html"
+    cwd = Path.cwd()
+    try:
+        os.chdir(ROOT)
+        status = main(
+            [
+                "gate",
+                "scenarios/broken/test_support_agent.py::test_another_amount_on_the_reask",
+                f"--report={html.with_suffix('.json')}",
+                f"--junit={html.with_suffix('.xml')}",
+                f"--markdown={html.with_suffix('.md')}",
+                f"--html={html}",
+                "--",
+                "-p",
+                "no:randomly",
+                "-q",
+            ]
+        )
+    finally:
+        os.chdir(cwd)
+    assert status == 0
+    with chromium(executable) as browser:
+        browser.open(html.as_uri())
+        yield browser
+
+
+def test_the_models_tool_calls_and_the_reask_are_on_the_page(support_page: Page) -> None:
+    cells = support_page.evaluate(
+        "Array.from(document.querySelectorAll('#t1 table.timeline .m-journal summary,"
+        " #t1 table.timeline .m-dup summary')).map(s => s.textContent)"
+    )
+    model = [c for c in cells if "chat.completions.create" in c]
+    assert any("refund_charge(" in c and "amount=1500" in c for c in model), model
+    reask = [c for c in model if "asked again" in c]
+    assert reask and all(c.startswith("↻ ") for c in reask), model
+    assert any("amount=2000" in c for c in reask), reask
+    assert not [c for c in model if c.endswith("200 no effect")], model
+    # Its pop-up says what the model answered.
+    opened = support_page.evaluate(
+        "(() => { const d = Array.from(document.querySelectorAll('#t1 .m-journal'))"
+        ".find(d => d.textContent.includes('asked again'));"
+        " d.querySelector('summary').click(); return d.querySelector('.pop').textContent; })()"
+    )
+    assert "the model answered" in opened and "amount=2000" in opened
+    assert support_page.problems() == []
