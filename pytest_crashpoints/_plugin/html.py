@@ -203,9 +203,9 @@ def _header(document: Mapping[str, Any], tests: Sequence[Mapping[str, Any]], sta
             '<p class="legend">A case is one schedule run in real processes (the worker, '
             "recovery and the queue's redelivery, each killed or let run as the schedule "
             "says); a few per second on a busy machine is normal, a small agent runs tens "
-            "on a quiet one (<a href=\"https://github.com/pytest-crashpoints/pytest-crashpoints"
-            '/blob/main/docs/performance.md">what to expect</a>). The time is summed over '
-            "tests: with <code>-n</code> it exceeds the run's wall time.</p>"
+            "on a quiet one (what to expect: <code>docs/performance.md</code> of "
+            "pytest-crashpoints). The time is summed over tests: with <code>-n</code> it "
+            "exceeds the run's wall time.</p>"
         )
     if document.get("interrupted"):
         lines.append(
@@ -225,11 +225,11 @@ def _summary(tests: Sequence[Mapping[str, Any]]) -> str:
         rows.append(
             "<tr>"
             f'<th scope="row"><a href="#t{index}"><code>{_e(test["nodeid"])}</code></a></th>'
-            f"<td>{_verdict(verdict_of(test))}</td>"
+            f"<td>{_verdict(verdict_of(test))}{_limits(test)}</td>"
+            f"<td>{_e(expected)}</td><td>{_e(found)}</td>"
             f'<td class="n">{cases}</td>'
             f'<td class="n">{_seconds(test.get("seconds"))}</td>'
             f'<td class="n">{_rate(cases, test.get("seconds"))}</td>'
-            f"<td>{_e(expected)}</td><td>{_e(found)}</td>"
             "</tr>"
         )
     return "\n".join(
@@ -242,9 +242,9 @@ def _summary(tests: Sequence[Mapping[str, Any]]) -> str:
             "passed"
             "</caption>",
             "<thead><tr>"
-            '<th scope="col">test</th><th scope="col">verdict</th><th scope="col">cases</th>'
-            '<th scope="col">time</th><th scope="col">cases/s</th>'
+            '<th scope="col">test</th><th scope="col">verdict</th>'
             '<th scope="col">invariants expected</th><th scope="col">invariants broken</th>'
+            '<th scope="col">cases</th><th scope="col">time</th><th scope="col">cases/s</th>'
             "</tr></thead>",
             "<tbody>",
             *rows,
@@ -254,6 +254,20 @@ def _summary(tests: Sequence[Mapping[str, Any]]) -> str:
             "</section>",
         ]
     )
+
+
+def _limits(test: Mapping[str, Any]) -> str:
+    """What a verdict does not cover, in a few words under it (the test's section says more)."""
+    if test.get("failure"):
+        return ""
+    said = []
+    if test.get("unchecked"):
+        said.append(_plural(len(test["unchecked"]), "check") + " not possible")
+    if test.get("unreached"):
+        said.append(_plural(len(test["unreached"]), "point") + " never reached")
+    if not said:
+        return ""
+    return f'<br><span class="limits">⚠ {_e(", ".join(said))}</span>'
 
 
 def _legend() -> str:
@@ -720,7 +734,7 @@ def _harness_cell(
                 cells[lane].append(
                     _mark(
                         "pause",
-                        f"‖ waits at {data.get('pause_at')}",
+                        f"‖ then waits at {data.get('pause_at')}",
                         f"{process} waits at {data.get('pause_at')} while the harness acts",
                         body,
                     )
@@ -820,7 +834,9 @@ def _attempts(tid: str, case: Mapping[str, Any]) -> list[str]:
     if not attempts:
         return []
     named: dict[str, list[int]] = {}
+    invariant_of: dict[int, object] = {}
     for number, violation in enumerate(case.get("violations") or [], start=1):
+        invariant_of[number] = violation.get("invariant")
         for attempt in violation.get("attempts") or []:
             named.setdefault(str(attempt), []).append(number)
     columns = [
@@ -844,7 +860,8 @@ def _attempts(tid: str, case: Mapping[str, Any]) -> list[str]:
         attempt_id = str(attempt.get("attempt_id"))
         numbers = named.get(attempt_id, [])
         links = " ".join(
-            f'<a href="#{tid}-v{n}">⚠ violation {n}</a>' for n in numbers
+            f'<a href="#{tid}-v{n}">⚠ violation #{n} (invariant {_e(invariant_of[n])})</a>'
+            for n in numbers
         )
         cells = []
         for _, field in columns[1:]:
@@ -981,6 +998,9 @@ thead th{background:var(--soft)}
 td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .v{font-weight:700;white-space:nowrap}.v-failed,.v-error{color:var(--bad)}
 .v-passed{color:var(--good)}.v-caught{color:var(--warn)}
+.limits{font-size:.75rem;color:var(--warn)}
+table.tests th code{word-break:break-all}
+.m-journal summary,.m-dup summary{white-space:normal}
 .caught-note{background:var(--warnbg);color:var(--warn);padding:.3rem .6rem;max-width:75em}
 ul.inv{margin:.2rem 0 .8rem;padding-left:1.2rem;columns:2 28em}
 .scroll{overflow:auto;max-width:100%}

@@ -255,11 +255,15 @@ def test_the_summary_counts_and_links_each_test(tmp_path: Path) -> None:
     assert "<title>crashpoints report: FAILED, 2 crash test(s)</title>" in page
     assert "1 passed, 0 broken agents caught, 1 failed" in page
     # 4 cases in 2.0 s, and each test's row links to its section.
-    assert "<dt>cases per second</dt><dd>2.0</dd>" in page
+    assert "<dt>cases per second of crash-test time</dt><dd>2.0</dd>" in page
     assert '<a href="#t1"><code>test_x.py::test_broken</code></a>' in page
     assert '<section id="t1" class="test"' in page and '<section id="t2" class="test"' in page
     # The coverage table adds the tests up.
-    assert re.search(r'<th scope="row">A</th><td class="n">4</td><td class="n">1</td>', page)
+    assert re.search(
+        r'<th scope="row">A</th><td>crash point A: [^<]*</td><td class="n">4</td>'
+        r'<td class="n">1</td>',
+        page,
+    )
 
 
 def test_one_lane_per_process_the_ledger_and_each_provider(tmp_path: Path) -> None:
