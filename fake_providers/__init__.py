@@ -31,7 +31,9 @@ package imports nothing of the harness.
 Your own provider: :class:`HttpApi` describes any HTTP API as routes (:class:`Effect`,
 :class:`Lookup`, :class:`Search`) and builds its fake with all of the above;
 ``HttpApi.recording(name)`` fakes any REST API with no routes described, and
-:func:`openapi` builds one from an OpenAPI 3 document.
+:func:`openapi` builds one from an OpenAPI 3 document. :class:`McpServer` fakes an MCP
+server (its tools, :class:`McpTool`) for agents that call tools over the Model Context
+Protocol.
 """
 
 from ._deploy import Deploy
@@ -40,6 +42,7 @@ from ._faults import ActiveFault, Faults
 from ._http_api import Effect, HttpApi, Lookup, Search
 from ._journal import EffectRecord, Journal, RequestRecord
 from ._keys import ApiKey, Keys, derive_key, derived_label
+from ._mcp import McpProvider, McpServer, McpTool
 from ._mock import mock, transport
 from ._model import Model, ModelCall
 from ._openapi import openapi
@@ -68,6 +71,9 @@ __all__ = [
     "Effect",
     "EffectRecord",
     "HttpApi",
+    "McpProvider",
+    "McpServer",
+    "McpTool",
     "Lookup",
     "Search",
     "PROVIDERS",

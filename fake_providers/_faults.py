@@ -29,6 +29,8 @@ switch                    what the client sees
                           harness clock's advance) is called. Never a real sleep.
 ``search_misses``         searches return no hits, as a lagging index would, even for effects
                           old enough to be visible.
+``lose_sessions``         (an MCP server) a write finds its session forgotten: 404, nothing
+                          applied, and the client must initialize a new session.
 ========================  ===================================================================
 
 ``on`` selects the requests a switch applies to: ``"all"``, ``"writes"`` (requests that may apply
@@ -63,6 +65,7 @@ FaultKind = Literal[
     "rate_limit",
     "latency",
     "search_miss",
+    "session_lost",
 ]
 #: How a lost response reaches the client.
 LostResponse = Literal["reset", "timeout", "502"]
@@ -78,6 +81,7 @@ FAULT_KINDS: tuple[FaultKind, ...] = (
     "rate_limit",
     "latency",
     "search_miss",
+    "session_lost",
 )
 
 
@@ -152,6 +156,11 @@ class Faults:
         """Make the next ``n`` requests take ``seconds`` of harness time."""
         _check_seconds("seconds", seconds)
         self._set("latency", n, on, seconds)
+
+    def lose_sessions(self, n: int | None = None, *, after: int = 0) -> None:
+        """(An MCP server.) The next ``n`` writes find their session forgotten, as after a
+        restart: 404 before anything is applied, and the session is gone for good."""
+        self._set("session_lost", n, "writes", None, after)
 
     def search_misses(self, n: int | None = None) -> None:
         """Make the next ``n`` searches find nothing (an index that missed the write)."""

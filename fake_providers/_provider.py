@@ -190,6 +190,9 @@ class Route:
     handler: Callable[[Call], Reply]
     search: bool = False
     generates: bool = False
+    #: Whether the route takes this request, beyond its method and path (an MCP server's
+    #: operations share one path; the JSON-RPC body names the tool). ``None``: every one.
+    accepts: Callable[[httpx.Request], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -358,7 +361,7 @@ class Provider:
         for route in self._routes:
             if route.method == request.method:
                 found = route.pattern.fullmatch(path)
-                if found:
+                if found and (route.accepts is None or route.accepts(request)):
                     return route, found.groupdict()
         return None, {}
 

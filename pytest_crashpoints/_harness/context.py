@@ -35,7 +35,7 @@ from ..errors import CrashpointsError
 if TYPE_CHECKING:
     import httpx
 
-    from fake_providers import HttpApi, Provider
+    from fake_providers import HttpApi, McpServer, Provider
 
     from .._agent.recovery import RecoveryAction, RecoveryPolicy
     from .._ledger.sqlite import Ledger
@@ -70,7 +70,7 @@ class ProviderSpec:
     idempotency: bool = True
     search_lag: float = 30.0
     retention: float = 24 * 3600.0
-    api: HttpApi | None = None
+    api: HttpApi | McpServer | None = None
 
     def __post_init__(self) -> None:
         if self.api is not None and self.api.name != self.name:
@@ -103,6 +103,11 @@ class ProviderSpec:
         from fake_providers import PROVIDERS
 
         return PROVIDERS[self.name].has_search
+
+    @property
+    def has_sessions(self) -> bool:
+        """Whether the provider keeps sessions a fault can make it forget (an MCP server)."""
+        return bool(getattr(self.api, "has_sessions", False))
 
     @property
     def is_model(self) -> bool:

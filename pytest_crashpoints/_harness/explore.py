@@ -110,6 +110,7 @@ def _space(
         providers=tuple(spec.name for spec in specs if spec.has_lookup),
         effects=tuple(effects),
         searching=tuple(spec.name for spec in specs if spec.has_search),
+        sessions=tuple(spec.name for spec in specs if spec.has_sessions),
         own_a=tuple(golden.delivery_own_a.get(i, 0) for i in messages),
         recovers=scenario.recover is not None,
         kinds=None if faults is None else frozenset(faults),
@@ -126,6 +127,7 @@ def _declared(settings: CrashSettings) -> tuple[str, ...]:
     labels = {
         "lose_response": "lost response",
         "refuse": "refused",
+        "forget_session": "session lost",
         "lookup_failure": "F",
         "search_lag": "search lag",
         "duplicate_delivery": "D",
@@ -231,14 +233,31 @@ class _Explorer:
         as a case; the states engine shares its crash state with the case itself), and a
         fault at a point none of those recoveries reached is not applicable: left out of the
         schedules, listed in the report, never counted as covered."""
+        if "F" in self.report.declared and "F" in space.points and not space.providers:
+            # F's own label counts lookups made to fail: with no provider that answers a
+            # lookup there is none to fail (its refusals and lost sessions have labels of
+            # their own).
+            self.report.declared = tuple(p for p in self.report.declared if p != "F")
+            self.report.not_applicable.append(
+                "lookup failures (F): no provider of this test answers lookups"
+            )
         probes = probe_kills(space)
         if not probes or self.scenario.recover is None:
             return space
         reach: set[str] = set()
         for schedule in probes:
-            reach |= self._case(schedule, self.engine)[0].recovery_points
+            try:
+                reach |= self._case(schedule, self.engine)[0].recovery_points
+            except CrashpointsError:
+                raise
+            except Exception as exc:  # the user's code raised (a ledger view, say)
+                token = replay_token(schedule, seed=self.settings.seed, nodeid=self.nodeid)
+                raise CaseRaised(
+                    f"a case raised {type(exc).__name__}: {exc} (schedule: {schedule}; "
+                    f"replay: {_replay_command(self.nodeid, token)})"
+                ) from exc
         placed = dataclasses.replace(space, recovery_reach=frozenset(reach))
-        self.report.not_applicable = unplaced_faults(placed)
+        self.report.not_applicable += unplaced_faults(placed)
         if races_placed(space) and not races_placed(placed):
             self.report.declared = tuple(
                 p for p in self.report.declared if p != "racing recovery"

@@ -84,8 +84,10 @@ AUTHORITY_CHANGES: tuple[AuthorityChangeKind, ...] = (
 )
 LostVariant: TypeAlias = Literal["reset", "timeout", "502"]
 LOST_VARIANTS: tuple[LostVariant, ...] = ("reset", "timeout", "502")
-RefusalVariant: TypeAlias = Literal["500", "429", "timeout"]
+RefusalVariant: TypeAlias = Literal["500", "429", "timeout", "session"]
+#: The refusals every provider can make; an MCP server also forgets a session (``"session"``).
 REFUSALS: tuple[RefusalVariant, ...] = ("500", "429", "timeout")
+SESSION_REFUSAL: RefusalVariant = "session"
 LookupFailure: TypeAlias = Literal["timeout", "500"]
 RECOVERY_POINTS = ("recovery.claimed", "recovery.looked_up")
 #: Where the first of two racing recoveries waits while the second runs: recovery's own
@@ -97,12 +99,15 @@ LEASE_WAIT = 120.0
 #: A search lag that still hides an effect when a recovery after ``LEASE_WAIT`` asks.
 LAG_THAT_MATTERS = 2 * LEASE_WAIT + 1
 #: The labels of the coverage table for the kinds of fault that are not a place in a worker.
-COVERAGE_KINDS = ("D", "E", "F", "lost response", "refused", "search lag", "racing recovery")
+COVERAGE_KINDS = (
+    "D", "E", "F", "lost response", "refused", "session lost", "search lag", "racing recovery",
+)
 
 #: The kinds of fault a test may choose (the marker's ``faults=``), each with the crash points
 #: that allow it and the coverage labels it reaches: ``kill`` (a kill at a point of the
 #: worker), ``lose_response`` (applied, the answer lost), ``refuse`` (refused before applying),
-#: ``lookup_failure`` (lookups fail or time out), ``search_lag`` (a search that lags),
+#: ``forget_session`` (an MCP server forgets the session of a call), ``lookup_failure`` (lookups
+#: fail or time out), ``search_lag`` (a search that lags),
 #: ``duplicate_delivery`` (the message again, after the first), ``concurrent_delivery`` (two
 #: workers at once), ``authority_change`` (E), ``recovery_kill`` (recovery killed midway),
 #: ``racing_recovery`` (two recoveries at once).
@@ -110,6 +115,7 @@ FAULT_KINDS: dict[str, frozenset[str]] = {
     "kill": frozenset({"A", "B", "C"}),
     "lose_response": frozenset({"B"}),
     "refuse": frozenset({"F"}),
+    "forget_session": frozenset({"F"}),
     "lookup_failure": frozenset({"F"}),
     "search_lag": frozenset({"F"}),
     "duplicate_delivery": frozenset({"D"}),
@@ -266,11 +272,14 @@ class Refuse:
     def __post_init__(self) -> None:
         if isinstance(self.nth, bool) or not isinstance(self.nth, int) or self.nth < 1:
             raise ValueError(f"nth must be 1 or more, not {self.nth!r}")
-        if self.variant not in REFUSALS:
-            raise ValueError(f"variant must be one of {', '.join(REFUSALS)}")
+        if self.variant not in (*REFUSALS, SESSION_REFUSAL):
+            raise ValueError(
+                f"variant must be one of {', '.join((*REFUSALS, SESSION_REFUSAL))}"
+            )
 
     def __str__(self) -> str:
-        how = {"500": "a 500", "429": "a 429 with Retry-After", "timeout": "a timeout"}
+        how = {"500": "a 500", "429": "a 429 with Retry-After", "timeout": "a timeout",
+               "session": "its session forgotten: 404, the client must initialize again"}
         if _is_model(self.provider):
             return (
                 f"{self.provider} refuses its {_ordinal(self.nth)} call from now on before "
@@ -389,7 +398,7 @@ def fault_kinds(steps: Sequence[Step]) -> set[str]:
         elif isinstance(step, LoseResponse):
             kinds.add("lost response")
         elif isinstance(step, Refuse):
-            kinds.add("refused")
+            kinds.add("session lost" if step.variant == SESSION_REFUSAL else "refused")
         elif isinstance(step, SearchLag):
             kinds.add("search lag")
         elif isinstance(step, Recover) and step.racing:
@@ -490,6 +499,8 @@ class Space:
     #: mark A itself (:func:`between_calls` of the fault-free run): E changes the authority
     #: there.
     between: tuple[tuple[KillAt, ...], ...] = ()
+    #: The providers with sessions a fault can make them forget (MCP servers).
+    sessions: tuple[str, ...] = ()
     #: The fail points the test's recovery reaches when work is left in flight (found by
     #: running it); ``None``: not known, every point is tried. A recovery killed, or one of
     #: two racing recoveries waiting, at a point outside it would test nothing.
@@ -572,7 +583,7 @@ def fault_kind(fault: tuple[Part, ...]) -> str:
     if isinstance(last, LoseResponse):
         return "lose_response"
     if isinstance(last, Refuse):
-        return "refuse"
+        return "forget_session" if last.variant == SESSION_REFUSAL else "refuse"
     if isinstance(last, Recover):
         return "racing_recovery" if last.racing else "recovery_kill"
     return "kill"
@@ -612,10 +623,11 @@ def unplaced_faults(space: Space) -> list[str]:
         if not _placed(space, fault):
             last = fault[-1][2]
             assert isinstance(last, Recover)
+            point = recovery_point(fault)
             what = (
-                f"recovery killed at {recovery_point(fault)}"
+                f"recovery killed at {point}"
                 if last.kill is not None
-                else f"two racing recoveries, the first waiting at {recovery_point(fault)}"
+                else f"two racing recoveries, the first waiting at {point}"
             )
             out[what] = None
     return list(out)
@@ -667,8 +679,9 @@ def _every_single_fault(space: Space) -> Iterator[tuple[Part, ...]]:
                         yield ((i, "before", LoseResponse(provider, nth, variant)),)
         if "F" in space.points:
             for provider, count in sorted(writes.items()):
+                sessions = (SESSION_REFUSAL,) if provider in space.sessions else ()
                 for nth in range(1, count + 1):
-                    for refusal in REFUSALS:
+                    for refusal in (*REFUSALS, *sessions):
                         yield ((i, "before", Refuse(provider, nth, refusal)),)
                 if provider in space.providers:
                     for failure in ("timeout", "500"):

@@ -577,6 +577,13 @@ class CaseRun:
                 faults.rate_limits(
                     1, on="writes", retry_after=REFUSAL_RETRY_AFTER, after=step.nth - 1
                 )
+            elif step.variant == "session":
+                if not getattr(self.world.env.spec(step.provider), "has_sessions", False):
+                    raise CrashpointsError(
+                        f"schedule step {step} forgets a session of {step.provider!r}, which "
+                        "keeps none (only an MCP server does)."
+                    )
+                faults.lose_sessions(1, after=step.nth - 1)
             else:
                 faults.write_timeouts(1, after=step.nth - 1)
         else:

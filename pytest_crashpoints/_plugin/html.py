@@ -297,6 +297,8 @@ POINTS: dict[str, str] = {
     "ledger.write": "the reference ledger wrote a row",
     "lost response": "a fault: the provider applied a request and its answer was lost",
     "refused": "a fault: the provider refused a request before applying anything",
+    "session lost": "a fault: an MCP server forgot the session of a call (the client must "
+    "initialize again)",
     "search lag": "a fault: the provider's search lagged behind its writes",
     "racing recovery": "a fault: two recoveries at once, one waiting while the other runs",
 }
@@ -386,7 +388,7 @@ def _gaps(test: Mapping[str, Any]) -> list[str]:
     for field, words in (
         ("unreached", "Declared but never reached (it proves nothing about them)"),
         ("unkilled", "Reached but never killed (no kill scheduled there took effect)"),
-        ("not_applicable", "Not applicable (its recovery never reaches the point: not run)"),
+        ("not_applicable", "Not applicable (left out: nothing would be tested)"),
     ):
         if test.get(field):
             lines.append(f"<p>{_e(words)}: {_e('; '.join(test[field]))}.</p>")

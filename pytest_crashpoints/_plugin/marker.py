@@ -64,15 +64,15 @@ def _points(value: object) -> tuple[str, ...]:
 
 
 def _providers(value: object) -> tuple[ProviderSpec, ...]:
-    from fake_providers import PROVIDERS, HttpApi
+    from fake_providers import PROVIDERS, HttpApi, McpServer
 
-    if isinstance(value, (str, ProviderSpec, HttpApi)):
+    if isinstance(value, (str, ProviderSpec, HttpApi, McpServer)):
         value = [value]
     if not isinstance(value, Iterable):
         raise CrashpointsError(f"providers={value!r} is not a list of provider names")
     specs: list[ProviderSpec] = []
     for item in value:
-        if isinstance(item, HttpApi):
+        if isinstance(item, HttpApi | McpServer):
             spec: object = ProviderSpec(item.name, api=item)
         else:
             spec = ProviderSpec(item) if isinstance(item, str) else item
@@ -85,7 +85,7 @@ def _providers(value: object) -> tuple[ProviderSpec, ...]:
         elif not isinstance(spec, ProviderSpec) or spec.name not in PROVIDERS:
             raise CrashpointsError(
                 f"provider {item!r} is not one of {', '.join(PROVIDERS)} (or a "
-                "ProviderSpec of one, or an HttpApi of your own)"
+                "ProviderSpec of one, or an HttpApi or McpServer of your own)"
             )
         if any(s.name == spec.name for s in specs):
             raise CrashpointsError(f"provider {spec.name!r} is named twice")

@@ -89,8 +89,9 @@ def summary_lines(results: Iterable[Mapping[str, Any]], *, seed: int | None) -> 
             )
         if result.get("not_applicable") and not result.get("failure"):
             lines.append(
-                f"NOT APPLICABLE in {result['nodeid']} (its recovery never reaches the point, "
-                f"so nothing would be tested): {'; '.join(result['not_applicable'])}"
+                f"NOT APPLICABLE in {result['nodeid']} (left out: a point its recovery never "
+                "reaches, or nothing to fail, would test nothing): "
+                f"{'; '.join(result['not_applicable'])}"
             )
         unchecked = result.get("unchecked") or ()
         if unchecked and not result.get("failure"):

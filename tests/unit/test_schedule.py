@@ -301,9 +301,10 @@ def test_work_left_in_flight_at_the_last_tool_call_meets_the_same_faults() -> No
 
 def test_fault_kinds_partition_the_single_faults() -> None:
     """``faults=``: each kind keeps its own schedules; together they are every schedule."""
-    every = set(_singles(TWO_CALLS))
+    space = dataclasses.replace(TWO_CALLS, sessions=("email",))  # an MCP server's, too
+    every = set(_singles(space))
     by_kind = {
-        kind: set(_singles(dataclasses.replace(TWO_CALLS, kinds=frozenset({kind}))))
+        kind: set(_singles(dataclasses.replace(space, kinds=frozenset({kind}))))
         for kind in FAULT_KINDS
     }
     assert all(by_kind.values()), [kind for kind, found in by_kind.items() if not found]
@@ -379,3 +380,28 @@ def test_faults_of_a_recovery_only_at_points_it_reaches() -> None:
     assert probes and all(
         any(isinstance(step, Deliver) and step.kill for step in s.steps) for s in probes
     )
+
+
+def test_a_forgotten_session_only_for_a_provider_that_keeps_sessions() -> None:
+    space = dataclasses.replace(TWO_CALLS, sessions=("email",))
+    refusals = {
+        (step.provider, step.variant)
+        for s in _singles(space) for step in s.steps if isinstance(step, Refuse)
+    }
+    assert ("email", "session") in refusals and ("payments", "session") not in refusals
+    assert not any(v == "session" for _, v in {
+        (step.provider, step.variant)
+        for s in _singles(TWO_CALLS) for step in s.steps if isinstance(step, Refuse)
+    })
+    forgets = [
+        s for s in _singles(dataclasses.replace(space, kinds=frozenset({"forget_session"})))
+    ]
+    assert forgets and all(
+        any(isinstance(step, Refuse) and step.variant == "session" for step in s.steps)
+        for s in forgets
+    )
+    step = Refuse("email", 1, "session")
+    assert "session forgotten" in str(step)
+    assert Schedule.from_dict(Schedule((step, Deliver(0))).to_dict()).steps[0] == step
+    with pytest.raises(ValueError, match="variant must be one of 500, 429, timeout, session"):
+        Refuse("email", 1, "gone")  # type: ignore[arg-type]

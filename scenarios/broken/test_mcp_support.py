@@ -1,0 +1,21 @@
+"""BUG: an MCP client that calls a tool again after its result was lost, against a server
+whose ``send_email`` is not idempotent (``idempotentHint: false``): the e-mail goes out twice,
+with no kill and no second delivery (invariant 1). The fix is on either side: a key the server
+honours (``../test_mcp_support.py``), or no blind retry of a tool that does not say it is safe.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+pytest.importorskip("mcp", reason="the mcp SDK is an agents extra: pip install -e .[agents]")
+
+from scenarios.mcp_support import PLAIN_TOOLS, TICKET, handle_ticket
+
+
+@pytest.mark.crashpoints(points="B", faults=["lose_response"], providers=[PLAIN_TOOLS],
+                         mode="exhaustive", expect=1, strict_coverage=False)
+def test_a_tool_called_again_after_its_result_was_lost(crashpoints):
+    crashpoints.run(worker=functools.partial(handle_ticket, retry=True), messages=[TICKET])
