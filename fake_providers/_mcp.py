@@ -279,10 +279,15 @@ class McpProvider(Provider):
                 Route("POST", _PATH, tool.name, kind, scope, self._tool_handler(tool),
                       accepts=_calls(tool.name))
             )
+        # The session's own traffic: no outcome at its answers (the client sends its stream's
+        # GET in a task of its own, so a C counted there would count differently each run).
         out += [
-            Route("POST", _PATH, "mcp.message", "read", f"{name}:read", self._message),
-            Route("GET", _PATH, "mcp.stream", "read", f"{name}:read", self._no_stream),
-            Route("DELETE", _PATH, "mcp.end_session", "read", f"{name}:read", self._end),
+            Route("POST", _PATH, "mcp.message", "read", f"{name}:read", self._message,
+                  plumbing=True),
+            Route("GET", _PATH, "mcp.stream", "read", f"{name}:read", self._no_stream,
+                  plumbing=True),
+            Route("DELETE", _PATH, "mcp.end_session", "read", f"{name}:read", self._end,
+                  plumbing=True),
         ]
         return out
 

@@ -109,6 +109,8 @@ class ResponseInfo:
     provider: str
     #: The tools a model's answer calls, in order (empty for every other answer).
     tool_calls: tuple[str, ...] = ()
+    #: The answer is the protocol's own traffic (``Route.plumbing``), not an outcome.
+    plumbing: bool = False
 
 
 @dataclass(frozen=True)
@@ -193,6 +195,9 @@ class Route:
     #: Whether the route takes this request, beyond its method and path (an MCP server's
     #: operations share one path; the JSON-RPC body names the tool). ``None``: every one.
     accepts: Callable[[httpx.Request], bool] | None = None
+    #: The protocol's own traffic (an MCP session's handshake, its stream, its end), not an
+    #: operation of the provider: its answer is no outcome, so no B or C comes with it.
+    plumbing: bool = False
 
 
 @dataclass(frozen=True)
@@ -555,6 +560,7 @@ class Provider:
             idempotency_key=_idempotency_key(ctx, reply),
             provider=self.name,
             tool_calls=reply.tool_calls,
+            plumbing=bool(ctx.route is not None and ctx.route.plumbing),
         )
         return httpx.Response(
             reply.status, headers=reply.headers, content=reply.body, request=ctx.request,

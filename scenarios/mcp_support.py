@@ -9,6 +9,9 @@ so a worker killed after a tool ran (B), or a ticket delivered again, refunds an
 ``PLAIN_TOOLS`` is the same server whose ``send_email`` has no such key (``idempotentHint:
 false``, as most e-mail tools are). Against it, ``retry=True`` is the bug MCP users report: a
 client that calls a tool again after its result was lost sends the e-mail twice.
+``look_first=True`` asks ``find_email`` before it sends: that survives a kill and a lost
+result (the message comes back and the e-mail is found), but not two deliveries at once (both
+look, neither finds, both send): check-then-act with nothing claimed.
 """
 
 from __future__ import annotations
@@ -66,7 +69,9 @@ async def call_tool(url: str, key: str, tool: str, arguments: Mapping[str, Any])
         return result.structured_content
 
 
-async def handle_ticket(ticket: Mapping[str, Any], ctx: Context, *, retry: bool = False) -> str:
+async def handle_ticket(
+    ticket: Mapping[str, Any], ctx: Context, *, retry: bool = False, look_first: bool = False
+) -> str:
     """Refund the ticket's charge and e-mail the customer, through the MCP server."""
     url = ctx.base_url("support-tools") + "/mcp"
     key = ctx.api_key("support-tools", str(ticket["task_id"]))
@@ -77,6 +82,10 @@ async def handle_ticket(ticket: Mapping[str, Any], ctx: Context, *, retry: bool 
                         "body": "We refunded your order."}),
     ]
     for tool, arguments in calls:
+        if look_first and tool == "send_email":
+            found = await call_tool(url, key, "find_email", {"ticket_id": ticket["task_id"]})
+            if found["found"]:
+                continue  # sent before this delivery: a redelivery
         for attempt in range(3 if retry else 1):
             try:
                 await call_tool(url, key, tool, arguments)

@@ -9,10 +9,20 @@ import pytest
 
 pytest.importorskip("mcp", reason="the mcp SDK is an agents extra: pip install -e .[agents]")
 
-from scenarios.mcp_support import TICKET, TOOLS, handle_ticket
+import functools
+
+from scenarios.mcp_support import PLAIN_TOOLS, TICKET, TOOLS, handle_ticket
 
 
 @pytest.mark.crashpoints(points="BCDF", providers=[TOOLS], mode="exhaustive",
                          strict_coverage=False)
 def test_one_refund_and_one_email_over_mcp(crashpoints):
     crashpoints.run(worker=handle_ticket, messages=[TICKET])
+
+
+@pytest.mark.crashpoints(points="BC", providers=[PLAIN_TOOLS], mode="exhaustive",
+                         strict_coverage=False)
+def test_an_email_looked_up_before_it_is_sent_again(crashpoints):
+    # send_email has no key here: the agent asks find_email first. Kills and lost results
+    # pass; two deliveries at once do not (broken/test_mcp_support.py).
+    crashpoints.run(worker=functools.partial(handle_ticket, look_first=True), messages=[TICKET])

@@ -404,7 +404,7 @@ def _preamble(request: httpx.Request, response: httpx.Response) -> bytes:
     from .._inject.wire import encode_preamble
 
     info = response.extensions.get("crashpoints")
-    if not isinstance(info, ResponseInfo) or not info.label:
+    if not isinstance(info, ResponseInfo) or not info.label or info.plumbing:
         return b""
     process = info.label.rpartition(".")[0]
     if not process or process == "harness":

@@ -1,4 +1,4 @@
-"""BUG: an MCP client that calls a tool again after its result was lost, against a server
+"""BUG (1): an MCP client that calls a tool again after its result was lost, against a server
 whose ``send_email`` is not idempotent (``idempotentHint: false``): the e-mail goes out twice,
 with no kill and no second delivery (invariant 1). The fix is on either side: a key the server
 honours (``../test_mcp_support.py``), or no blind retry of a tool that does not say it is safe.
@@ -19,3 +19,10 @@ from scenarios.mcp_support import PLAIN_TOOLS, TICKET, handle_ticket
                          mode="exhaustive", expect=1, strict_coverage=False)
 def test_a_tool_called_again_after_its_result_was_lost(crashpoints):
     crashpoints.run(worker=functools.partial(handle_ticket, retry=True), messages=[TICKET])
+
+
+@pytest.mark.crashpoints(points="D", providers=[PLAIN_TOOLS], mode="exhaustive", expect=1,
+                         strict_coverage=False)
+def test_looked_up_then_sent_by_two_deliveries_at_once(crashpoints):
+    # "Sent already? No: send." Two workers at once both look, find nothing, and send.
+    crashpoints.run(worker=functools.partial(handle_ticket, look_first=True), messages=[TICKET])

@@ -169,3 +169,31 @@ def test_the_newer_eras_probe_is_told_to_fall_back(url: str) -> None:
 def test_a_bad_server_says_what_is_wrong(make: Callable[[], object], message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         make()
+
+
+def test_only_a_tool_call_is_an_outcome_the_session_traffic_is_plumbing(
+    provider: McpProvider,
+) -> None:
+    """B and C come only with a tool's result: the client sends its stream's GET in a task of
+    its own, so a C counted at the session's own answers would count differently each run."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {KEY.secret}"}
+
+    def post(message: dict[str, Any], **more: str) -> httpx.Response:
+        request = httpx.Request("POST", "https://tools.test/mcp", json=message,
+                                headers={**headers, **more})
+        return provider.handle(request)
+
+    init = post({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                 "params": {"protocolVersion": "2025-06-18"}})
+    session = init.headers["Mcp-Session-Id"]
+    stream = provider.handle(httpx.Request("GET", "https://tools.test/mcp", headers=headers))
+    call = post({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                 "params": {"name": "send_email", "arguments": {"to": "a@example.com"}}},
+                **{"Mcp-Session-Id": session})
+    infos = [r.extensions["crashpoints"] for r in (init, stream, call)]
+    assert [(i.operation, i.plumbing) for i in infos] == [
+        ("mcp.message", True), ("mcp.stream", True), ("send_email", False)
+    ]
+    assert (stream.status_code, infos[2].kind, infos[2].effect_applied) == (405, "write", True)
