@@ -75,6 +75,9 @@ class ProviderRequest:
     #: What an effect created, as the provider stored it (a charge with its amount, a
     #: message with its text); ``None`` for a request that applied no effect.
     body: Mapping[str, Any] | None = dataclasses.field(default=None, compare=False, hash=False)
+    #: The fault injected into this request, if any (the journal's ``fault``:
+    #: ``"response_lost"``, ``"server_error"``, ``"rate_limit"``, ``"write_timeout"``, ...).
+    fault: str | None = dataclasses.field(default=None, compare=False, hash=False)
 
     @property
     def logical_hash(self) -> str | None:

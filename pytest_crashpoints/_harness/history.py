@@ -202,7 +202,26 @@ class TimelineRow:
         else:
             effect = "EFFECT" if request.effect_applied else "no effect"
             text = f"{request.kind} key={request.operation_key} status={request.status} {effect}"
+            shown = _fault_shown(request.fault)
+            if shown:
+                text += f" [{shown}]"
         return f"     {request.provider:<10} {request.request_id} {text}"
+
+
+def _fault_shown(fault: str | None) -> str | None:
+    """How the timeline marks a request a fault shaped (the journal's ``fault``)."""
+    if not fault:
+        return None
+    kind, _, variant = fault.partition(":")
+    if kind == "response_lost":
+        seen = {"": "a reset connection", "timeout": "a timeout", "502": "a 502"}
+        return f"answer lost: the client saw {seen.get(variant, variant)}"
+    return {
+        "server_error": "refused by the fault",
+        "rate_limit": "refused by the fault",
+        "write_timeout": "refused: the client timed out",
+        "lookup_timeout": "the lookup timed out",
+    }.get(kind)
 
 
 def render_timeline(rows: Iterable[TimelineRow]) -> str:

@@ -322,6 +322,7 @@ class World:
                         aliases=tuple(record.aliases),
                         note=note,
                         body=bodies.get(record.request_id) if record.effect_applied else None,
+                        fault=record.fault,
                     )
                 )
                 monotonic.append(record.mono_ns or 0)
