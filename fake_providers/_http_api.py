@@ -57,6 +57,7 @@ from ._provider import (
     Provider,
     Reply,
     Route,
+    described,
     json_body,
     payload_hash,
 )
@@ -324,18 +325,10 @@ class HttpApi:
     ) -> Provider:
         """The fake provider of this API over its journal, with the same arguments as the
         bundled providers' constructors (``Payments(journal_path, clock=..., ...)``)."""
-        kind = type(
-            f"{self.name.title().replace('-', '').replace('_', '')}Api",
-            (ApiProvider,),
-            {
-                "name": self.name,
-                "default_base_url": self.base_url,
-                "request_id_header": self.request_id_header,
-                "request_id_prefix": f"{self.name.replace('-', '_')}_req_",
-                "has_lookup": self.has_lookup,
-                "has_search": self.has_search,
-                "api": self,
-            },
+        kind = described(
+            ApiProvider, "Api", self.name, self.base_url,
+            request_id_header=self.request_id_header, has_lookup=self.has_lookup,
+            has_search=self.has_search, api=self,
         )
         provider: Provider = kind(
             journal_path, clock=clock, sleep=sleep, keys=keys, settings=settings,

@@ -34,7 +34,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -42,7 +42,16 @@ from ._faults import RequestKind, take
 from ._idempotency import reserve as _reserve
 from ._idempotency import saver as _saver
 from ._keys import ApiKey
-from ._provider import Call, EffectDraft, Provider, Reply, Route, json_body, payload_hash
+from ._provider import (
+    Call,
+    EffectDraft,
+    Provider,
+    Reply,
+    Route,
+    described,
+    json_body,
+    payload_hash,
+)
 from ._settings import ProviderSettings
 
 __all__ = ["McpProvider", "McpServer", "McpTool"]
@@ -210,22 +219,14 @@ class McpServer:
         base_url: str | None = None,
     ) -> McpProvider:
         """The fake MCP server over its journal (the bundled providers' arguments)."""
-        kind = type(
-            f"{self.name.title().replace('-', '').replace('_', '')}Mcp",
-            (McpProvider,),
-            {
-                "name": self.name,
-                "default_base_url": self.base_url,
-                "request_id_prefix": f"{self.name.replace('-', '_')}_req_",
-                "has_lookup": self.has_lookup,
-                "has_search": False,
-                "server": self,
-            },
+        kind = described(
+            McpProvider, "Mcp", self.name, self.base_url, has_lookup=self.has_lookup,
+            has_search=False, server=self,
         )
-        provider: McpProvider = kind(
+        provider = cast(McpProvider, kind(
             journal_path, clock=clock, sleep=sleep, keys=keys, settings=settings,
             base_url=base_url,
-        )
+        ))
         return provider
 
 

@@ -53,6 +53,7 @@ __all__ = [
     "Reply",
     "ResponseInfo",
     "Route",
+    "described",
     "json_body",
     "payload_hash",
 ]
@@ -210,6 +211,23 @@ class _Context:
     key: ApiKey | None
     #: The key the request presented, even when it was refused (unknown keys: None).
     presented: ApiKey | None = None
+
+
+def described(
+    base: type[Provider], suffix: str, name: str, base_url: str, **attributes: Any
+) -> type[Provider]:
+    """The provider class of an API described by the user (an ``HttpApi``, an ``McpServer``):
+    ``base`` with the description's ``name``, URL, request ids and ``attributes``."""
+    return type(
+        f"{name.title().replace('-', '').replace('_', '')}{suffix}",
+        (base,),
+        {
+            "name": name,
+            "default_base_url": base_url,
+            "request_id_prefix": f"{name.replace('-', '_')}_req_",
+            **attributes,
+        },
+    )
 
 
 class Provider:

@@ -24,9 +24,8 @@ BROKEN = "scenarios/broken/test_broken_agents.py::test_blind_retry_after_a_crash
 GOOD = "scenarios/test_order_charger.py"
 
 
-@pytest.fixture(scope="module")
-def gate_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("gate")
+def gate(folder: Path, *targets: str) -> Path:
+    """Run ``crashpoints gate`` on ``targets`` from the repository's root; its HTML page."""
     names = ("report.json", "junit.xml", "summary.md", "report.html")
     reports = {name: folder / f"crashpoints-{name}" for name in names}
     cwd = Path.cwd()
@@ -35,8 +34,7 @@ def gate_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
         status = main(
             [
                 "gate",
-                BROKEN,
-                GOOD,
+                *targets,
                 f"--report={reports['report.json']}",
                 f"--junit={reports['junit.xml']}",
                 f"--markdown={reports['summary.md']}",
@@ -51,6 +49,11 @@ def gate_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
         os.chdir(cwd)
     assert status == 0
     return reports["report.html"]
+
+
+@pytest.fixture(scope="module")
+def gate_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return gate(tmp_path_factory.mktemp("gate"), BROKEN, GOOD)
 
 
 @pytest.fixture(scope="module")
@@ -195,27 +198,10 @@ def support_page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Page]:
     executable = find_chromium()
     if executable is None:
         pytest.skip("Chromium is not installed (Debian: apt-get install chromium)")
-    html = tmp_path_factory.mktemp("support") / "report.html"
-    cwd = Path.cwd()
-    try:
-        os.chdir(ROOT)
-        status = main(
-            [
-                "gate",
-                "scenarios/broken/test_support_agent.py::test_another_amount_on_the_reask",
-                f"--report={html.with_suffix('.json')}",
-                f"--junit={html.with_suffix('.xml')}",
-                f"--markdown={html.with_suffix('.md')}",
-                f"--html={html}",
-                "--",
-                "-p",
-                "no:randomly",
-                "-q",
-            ]
-        )
-    finally:
-        os.chdir(cwd)
-    assert status == 0
+    html = gate(
+        tmp_path_factory.mktemp("support"),
+        "scenarios/broken/test_support_agent.py::test_another_amount_on_the_reask",
+    )
     with chromium(executable) as browser:
         browser.open(html.as_uri())
         yield browser
