@@ -187,3 +187,18 @@ def test_the_sdks_own_retries_wait_out_a_refused_model_call_in_time(
     assert result.passed, (result.violations, result.errors)
     assert "refuses its 1st call" in result.timeline
     assert result.generations[0]["model"] == golden.generations[0]["model"] + 1  # and again
+
+
+def test_the_safe_agent_with_the_sdks_default_retries_passes_every_f(tmp_path: Path) -> None:
+    """F declared, the default timeout: every refusal of the model, the payments and the
+    e-mail provider, every lookup failure, a lagging search; the SDK retries the model's calls
+    itself, and the agent is safe."""
+    from pytest_crashpoints.harness import CrashSettings, explore
+
+    case = dataclasses.replace(
+        support_case(), worker=functools.partial(handle_ticket, max_retries=2)
+    )
+    settings = CrashSettings(points=("F",), mode="exhaustive", max_faults=1)
+    report = explore(case, settings, base_dir=tmp_path, nodeid="t::f")
+    assert report.failure is None, report.failure
+    assert report.reached.get("refused") and report.reached.get("F")
