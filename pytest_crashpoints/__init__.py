@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ._agent.mcp import mcp_annotations
     from ._agent.recovery import recover
     from ._agent.toolcall import (
         Absent,
@@ -56,6 +57,7 @@ _HOME = {
     "Absent": "._agent.toolcall",
     "Unavailable": "._agent.toolcall",
     "recover": "._agent.recovery",
+    "mcp_annotations": "._agent.mcp",
     "Ledger": "._ledger.sqlite",
     "Attempt": "._ledger.records",
     "State": "._ledger.states",
@@ -210,6 +212,7 @@ __all__ = [
     "crashpoint",
     "crashpoint_context",
     "guarded_call",
+    "mcp_annotations",
     "recover",
     "reference_recovery",
     "reference_recovery_async",

@@ -1,0 +1,20 @@
+"""BUG: an MCP tool that says ``idempotentHint: true`` and sends an e-mail every time it is
+called. Called again with the same arguments (the message delivered again: a client's retry),
+it sends a second e-mail: invariant 1, and the annotation's own check,
+``mcp_idempotent_hint``. Its twin that keeps the claim passes (``../test_mcp_mailer.py``)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("mcp", reason="the mcp SDK is an agents extra: pip install -e .[agents]")
+
+from pytest_crashpoints import mcp_annotations
+from scenarios.test_mcp_mailer import CALL, server_for, tool_call
+
+
+@pytest.mark.crashpoints(points="D", providers=["email"], mode="exhaustive",
+                         expect=[1, "mcp_idempotent_hint"], strict_coverage=False)
+def test_a_tool_that_says_idempotent_and_sends_twice(crashpoints):
+    crashpoints.run(worker=tool_call(claim=False), messages=[CALL],
+                    invariants=mcp_annotations(server_for(None, claim=False), [CALL]))
