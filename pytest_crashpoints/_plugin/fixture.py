@@ -312,11 +312,18 @@ class CrashpointsFixture:
         if expected:
             found = set(report.failure.invariants) if report.failure else set()
             if not set(expected) <= found:
+                stopped = (
+                    " The exploration stops at the first failing schedule, and that one broke "
+                    "only these: expect what one schedule breaks, and give each other bug a "
+                    "test of its own."
+                    if found
+                    else ""
+                )
                 pytest.fail(
                     f"crashpoints: the deliberately broken agent of {self.nodeid} was not "
                     f"caught: expected a violation of invariant(s) {list(expected)}, found "
-                    f"{sorted(found, key=invariant_key) or 'none'} in {report.cases} case(s).\n"
-                    + render_failure(report),
+                    f"{sorted(found, key=invariant_key) or 'none'} in {report.cases} case(s)."
+                    f"{stopped}\n" + render_failure(report),
                     pytrace=False,
                 )
             return report
