@@ -197,3 +197,21 @@ def test_only_a_tool_call_is_an_outcome_the_session_traffic_is_plumbing(
         ("mcp.message", True), ("mcp.stream", True), ("send_email", False)
     ]
     assert (stream.status_code, infos[2].kind, infos[2].effect_applied) == (405, "write", True)
+
+
+def test_the_openai_agents_sdks_mcp_server_reaches_it_unchanged(
+    url: str, provider: McpProvider
+) -> None:
+    """The OpenAI Agents SDK's ``MCPServerStreamableHttp``, given the URL and the header."""
+    agents_mcp = pytest.importorskip("agents.mcp", reason="the OpenAI Agents SDK: [agents]")
+
+    async def main() -> Any:
+        params = {"url": url, "headers": {"Authorization": f"Bearer {KEY.secret}"}}
+        async with agents_mcp.MCPServerStreamableHttp(params=params) as server:
+            listed = await server.list_tools()
+            called = await server.call_tool("send_email", {"to": "a@example.com"})
+            return [t.name for t in listed], called
+
+    names, called = asyncio.run(asyncio.wait_for(main(), 30))
+    assert names == ["refund", "send_email", "find_email"] and not called.is_error
+    assert [op for op, _ in effects(provider)] == ["send_email"]
