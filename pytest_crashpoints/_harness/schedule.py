@@ -638,6 +638,8 @@ def probe_kills(space: Space) -> list[Schedule]:
     each: their recovery runs tell which of its points it reaches (``recovery_reach``)."""
     kills: dict[tuple[Part, ...], None] = {}
     for fault in _every_single_fault(space):
+        if space.kinds is not None and fault_kind(fault) not in space.kinds:
+            continue  # a kind the test did not choose: nothing to learn for it
         if recovery_point(fault) is not None:
             kills[tuple(part for part in fault if part[1] == "kill")] = None
     found = (_apply(space, [kill]) for kill in kills if kill)

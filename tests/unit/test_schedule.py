@@ -405,3 +405,8 @@ def test_a_forgotten_session_only_for_a_provider_that_keeps_sessions() -> None:
     assert Schedule.from_dict(Schedule((step, Deliver(0))).to_dict()).steps[0] == step
     with pytest.raises(ValueError, match="variant must be one of 500, 429, timeout, session"):
         Refuse("email", 1, "gone")  # type: ignore[arg-type]
+
+
+def test_no_probe_for_faults_of_recovery_the_test_did_not_choose() -> None:
+    assert probe_kills(SPACE)
+    assert probe_kills(dataclasses.replace(SPACE, kinds=frozenset({"lose_response"}))) == []
