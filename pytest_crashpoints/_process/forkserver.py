@@ -1,10 +1,11 @@
 """The fork server: one pinned process that forks the workers of a run.
 
-Every worker pins its wall time to the harness clock with freezegun, and freezegun's
-``start()`` walks every loaded module: about 10 ms per process, the largest part of starting
-a worker (``docs/performance.md``). A fork server is a worker that pins itself once, at
-:data:`~pytest_crashpoints._clock.HARNESS_EPOCH`, and then forks each worker of the run on
-request; a worker forked from it only moves the inherited pin to the clock's time.
+Every worker pins its wall time to the harness clock with time-machine (``_process/clock.py``).
+Starting a pin, and importing what a worker imports, costs each fresh process; a fork server is
+a worker that imports once and pins itself once, at
+:data:`~pytest_crashpoints._process.clock.HARNESS_EPOCH`, and then forks each worker of the run
+on request: a worker forked from it only moves the inherited pin to the clock's time
+(``_travel_to``), and starts warm.
 
 While a server is active (:func:`serving`), :func:`~pytest_crashpoints.harness.start_worker`
 with ``start_method="fork"`` starts workers through it, and everything else about a worker
