@@ -616,8 +616,8 @@ def _prepare_parent() -> None:
 def fork_server_for(*scenarios: Scenario | None) -> Iterator[None]:
     """Start the workers of the cases of ``scenarios`` from one fork server until the block
     ends: each worker then moves an inherited wall-time pin (time-machine's) instead of
-    starting one anew. The scenarios' callables and messages are passed to the server by reference, so
-    closures work as under a plain fork."""
+    starting one anew. The scenarios' callables and messages are passed to the server by
+    reference, so closures work as under a plain fork."""
     from .._process.forkserver import serving
 
     _prepare_parent()
