@@ -60,6 +60,9 @@ def test_the_sdist_and_the_wheel_hold_the_licence_and_pass_the_release_checks(
         sdist_names = set(archive.getnames())
     top = f"pytest_crashpoints-{VERSION}"
     assert {f"{top}/LICENSE", f"{top}/README.pypi.md", f"{top}/CHANGELOG.md"} <= sdist_names
+    leftovers = (".ci/run", "bench/results.json")
+    assert not [n for n in sdist_names if n.removeprefix(f"{top}/") in leftovers]
+    assert not [n for n in sdist_names if n.startswith(f"{top}/docs/images/")]
     with zipfile.ZipFile(wheel) as archive:
         wheel_names = set(archive.namelist())
         metadata = archive.read(f"{top}.dist-info/METADATA").decode()
