@@ -441,6 +441,10 @@ def _failure(tid: str, failure: Mapping[str, Any]) -> list[str]:
     lines = [
         "<h3>Minimal schedule</h3>",
         f'<p class="schedule">{_e(failure.get("schedule_text", ""))}</p>',
+        '<p class="legend">The smallest set of faults found that breaks an invariant, in the '
+        "order the harness applied them. \"Kill at B (hit 1)\": the process was killed the "
+        "1st time it reached point B. Times (t=) are the harness's clock, which jumps ahead "
+        "when the harness waits out a dead worker's lease before recovery runs.</p>",
     ]
     violations = list(case["violations"]) if case else []
     if violations:
@@ -930,8 +934,10 @@ def _schedules(tid: str, test: Mapping[str, Any]) -> str:
             f"{len(schedules) - failed} passed, {failed} failed</summary>",
             '<div class="scroll" role="region" aria-label="Schedules run" tabindex="0">',
             "<table>",
-            "<caption>Every case, in the order it ran; the fingerprint is of its final state"
-            "</caption>",
+            "<caption>Every case, in the order it ran. From: the phase that chose it "
+            "(fault-free: no fault; exhaustive: every schedule up to the bound; hypothesis: "
+            "drawn). The fingerprint is a hash of the state the case ended in (the ledger and "
+            "the providers' effects): two cases with one fingerprint ended alike</caption>",
             '<thead><tr><th scope="col">#</th><th scope="col">from</th>'
             '<th scope="col">schedule</th><th scope="col">verdict</th>'
             '<th scope="col">invariants broken</th><th scope="col">time</th>'
