@@ -12,3 +12,13 @@ from scenarios.broken.test_fresh_keys import ORDER, charger, orders
 )
 def test_a_stable_key_charges_once(crashpoints):
     crashpoints.run(worker=charger("stable"), messages=[ORDER], ledger_view=orders)
+
+
+@pytest.mark.crashpoints(
+    points=["db.commit"], faults=["failed_commit"], providers=["payments"], mode="exhaustive",
+    strict_coverage=False,
+)
+def test_a_failed_commit_is_never_taken_for_done(crashpoints):
+    # Each commit of the charger fails in turn (a full disk, an I/O error): the error raises,
+    # the order is delivered again, and the stable key charges nothing twice.
+    crashpoints.run(worker=charger("stable"), messages=[ORDER], ledger_view=orders)

@@ -158,7 +158,12 @@ class _Recording:
 
 
 def _plain(step: Step) -> bool:
-    return isinstance(step, Deliver) and step.duplicate is None and step.midway is None
+    return (
+        isinstance(step, Deliver)
+        and step.duplicate is None
+        and step.midway is None
+        and step.fail_commit is None
+    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -134,6 +134,7 @@ def _declared(settings: CrashSettings) -> tuple[str, ...]:
         "concurrent_delivery": "D",
         "authority_change": "E",
         "racing_recovery": "racing recovery",
+        "failed_commit": "failed commit",
     }
     declared: list[str] = []
     for kind in settings.faults:

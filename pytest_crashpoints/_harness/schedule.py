@@ -64,6 +64,7 @@ __all__ = [
     "SearchLag",
     "Step",
     "FAULT_KINDS",
+    "FailCommit",
     "between_calls",
     "enumerate_schedules",
     "fault_kind",
@@ -101,6 +102,7 @@ LAG_THAT_MATTERS = 2 * LEASE_WAIT + 1
 #: The labels of the coverage table for the kinds of fault that are not a place in a worker.
 COVERAGE_KINDS = (
     "D", "E", "F", "lost response", "refused", "session lost", "search lag", "racing recovery",
+    "failed commit",
 )
 
 #: The kinds of fault a test may choose (the marker's ``faults=``), each with the crash points
@@ -110,7 +112,8 @@ COVERAGE_KINDS = (
 #: fail or time out), ``search_lag`` (a search that lags),
 #: ``duplicate_delivery`` (the message again, after the first), ``concurrent_delivery`` (two
 #: workers at once), ``authority_change`` (E), ``recovery_kill`` (recovery killed midway),
-#: ``racing_recovery`` (two recoveries at once).
+#: ``racing_recovery`` (two recoveries at once), ``failed_commit`` (a SQLite commit of the
+#: worker fails: comes with ``db.commit``).
 FAULT_KINDS: dict[str, frozenset[str]] = {
     "kill": frozenset({"A", "B", "C"}),
     "lose_response": frozenset({"B"}),
@@ -123,6 +126,7 @@ FAULT_KINDS: dict[str, frozenset[str]] = {
     "authority_change": frozenset({"E"}),
     "recovery_kill": frozenset({"A", "B", "C"}),
     "racing_recovery": frozenset({"D"}),
+    "failed_commit": frozenset({"db.commit"}),
 }
 
 
@@ -177,6 +181,31 @@ class Midway:
         )
 
 
+CommitFailure: TypeAlias = Literal["ioerr", "full"]
+COMMIT_FAILURES: tuple[CommitFailure, ...] = ("ioerr", "full")
+#: What SQLite says of each commit failure (``sqlite3.OperationalError``'s message).
+COMMIT_ERRORS: dict[str, str] = {"ioerr": "disk I/O error", "full": "database or disk is full"}
+
+
+@dataclasses.dataclass(frozen=True)
+class FailCommit:
+    """The worker's ``hit``-th SQLite commit fails (point ``db.commit``): ``sqlite3.Operational
+    Error`` with SQLite's own message, ``"ioerr"`` a disk I/O error (``SQLITE_IOERR``),
+    ``"full"`` a full disk (``SQLITE_FULL``); the transaction is rolled back, as SQLite does,
+    and the worker's own error handling runs."""
+
+    hit: int = 1
+    variant: CommitFailure = "ioerr"
+
+    def __post_init__(self) -> None:
+        KillAt("db.commit", self.hit)  # the same checks
+        if self.variant not in COMMIT_FAILURES:
+            raise ValueError(f"variant must be one of {', '.join(COMMIT_FAILURES)}")
+
+    def __str__(self) -> str:
+        return f"its {_ordinal(self.hit)} commit fails ({COMMIT_ERRORS[self.variant]})"
+
+
 @dataclasses.dataclass(frozen=True)
 class Deliver:
     message: int
@@ -185,6 +214,7 @@ class Deliver:
     pause_at: str = "B"
     pause_hit: int = 1
     midway: Midway | None = None
+    fail_commit: FailCommit | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.message, bool) or not isinstance(self.message, int) or self.message < 0:
@@ -199,6 +229,8 @@ class Deliver:
             text += f", {self.kill}"
         if self.midway:
             text += f", {self.midway}"
+        if self.fail_commit:
+            text += f", {self.fail_commit}"
         if self.duplicate == "after":
             text += ", then deliver it again (D)"
         elif self.duplicate == "concurrent":
@@ -391,6 +423,8 @@ def fault_kinds(steps: Sequence[Step]) -> set[str]:
                 kinds.add("D")
             if step.midway:
                 kinds.add("E")
+            if step.fail_commit:
+                kinds.add("failed commit")
         elif isinstance(step, ChangeAuthority):
             kinds.add("E")
         elif isinstance(step, LookupTimeouts):
@@ -423,7 +457,7 @@ class Schedule:
         for step in self.steps:  # Advance steps are not faults
             if isinstance(step, Deliver):
                 count += (step.kill is not None) + (step.duplicate is not None)
-                count += step.midway is not None
+                count += (step.midway is not None) + (step.fail_commit is not None)
             elif isinstance(step, Recover):
                 count += (step.kill is not None) + step.racing
             elif not isinstance(step, Advance):
@@ -454,7 +488,9 @@ class Schedule:
             try:
                 fields = dict(item)
                 kind = _STEP_TYPES[fields.pop("step")]
-                for name, nested in (("kill", KillAt), ("midway", Midway)):
+                for name, nested in (
+                    ("kill", KillAt), ("midway", Midway), ("fail_commit", FailCommit)
+                ):
                     if fields.get(name) is not None:
                         fields[name] = nested(**fields[name])
                 steps.append(kind(**fields))
@@ -577,6 +613,8 @@ def fault_kind(fault: tuple[Part, ...]) -> str:
         return "concurrent_delivery" if duplicate[0] == "concurrent" else "duplicate_delivery"
     if "midway" in kinds or any(isinstance(value, ChangeAuthority) for value in values):
         return "authority_change"
+    if "fail_commit" in kinds:
+        return "failed_commit"
     last = values[-1]
     if isinstance(last, LookupTimeouts):
         return "lookup_failure"
@@ -688,6 +726,10 @@ def _every_single_fault(space: Space) -> Iterator[tuple[Part, ...]]:
                 if provider in space.providers:
                     for failure in ("timeout", "500"):
                         yield ((i, "before", LookupTimeouts(provider, None, failure)),)
+        if "db.commit" in space.points:  # a commit of the worker fails
+            for hit in range(1, space.reachable[i].get("db.commit", 0) + 1):
+                for failure in COMMIT_FAILURES:
+                    yield ((i, "fail_commit", FailCommit(hit, failure)),)
         if "E" in space.points:  # between two tool calls of one message
             own = space.own_a[i] if i < len(space.own_a) else 0
             sites = (
@@ -776,6 +818,10 @@ def _apply(space: Space, faults: Sequence[tuple[Part, ...]]) -> Schedule | None:
             if deliver.midway is not None:
                 return None
             delivers[position] = dataclasses.replace(deliver, midway=value)
+        elif kind == "fail_commit":
+            if deliver.fail_commit is not None:
+                return None
+            delivers[position] = dataclasses.replace(deliver, fail_commit=value)
         elif kind == "before":
             # One switch of a kind per provider: two faults of one kind would overwrite.
             ahead: list[Any] = before[position]
@@ -787,6 +833,10 @@ def _apply(space: Space, faults: Sequence[tuple[Part, ...]]) -> Schedule | None:
     for deliver in delivers:
         if deliver.midway is not None and (deliver.kill or deliver.duplicate):
             return None  # the worker waits at one gate: no kill, no second worker with it
+        if deliver.fail_commit is not None and (
+            deliver.kill or deliver.duplicate or deliver.midway
+        ):
+            return None  # a failed commit is a delivery's one fault
     steps: list[Step] = []
     for deliver, ahead, extra in zip(delivers, before, after, strict=True):
         steps += ahead

@@ -22,9 +22,11 @@ from .evidence import Incident, Observation
 from .history import History
 from .scenario import Recovery, Scenario, WorkerFn
 from .schedule import (
+    COMMIT_ERRORS,
     Advance,
     ChangeAuthority,
     Deliver,
+    FailCommit,
     KillAt,
     LookupTimeouts,
     LoseResponse,
@@ -259,11 +261,15 @@ class CaseRun:
             self.history.add(self.step, now, "output", line, process=who)
 
     def _run(
-        self, fn: Callable[..., object], args: Sequence[object], kill: KillAt | None
+        self,
+        fn: Callable[..., object],
+        args: Sequence[object],
+        kill: KillAt | None,
+        more: Sequence[Any] = (),
     ) -> Outcome:
-        if self.stand_in is not None:
+        if self.stand_in is not None and not more:
             return self.stand_in(fn, args, kill)
-        return self.start(fn, args, self._faults(kill)).wait()
+        return self.start(fn, args, [*self._faults(kill), *more]).wait()
 
     def start(
         self, fn: Callable[..., object], args: Sequence[object], faults: Sequence[Any]
@@ -288,7 +294,14 @@ class CaseRun:
         else:
             self.unacked[index] = None
 
-    def deliver(self, index: int, kill: KillAt | None, *, again: bool = False) -> None:
+    def deliver(
+        self,
+        index: int,
+        kill: KillAt | None,
+        *,
+        again: bool = False,
+        fail_commit: FailCommit | None = None,
+    ) -> None:
         who = self._worker_id("worker")
         message = self.scenario.messages[index]
         text = f"message {index} to {who}"
@@ -296,7 +309,27 @@ class CaseRun:
             text = f"redeliver unacknowledged message {index} to {who}"
         self.history.add(self.step, self.clock.now(), "deliver", text, process=who, message=index)
         self.deliveries[who] = index
-        outcome = self._run(_deliver_entry, (self.scenario.worker, self.env, who, message), kill)
+        more = []
+        if fail_commit is not None:
+            import sqlite3
+
+            from .._inject.failpoints import Fault, Raise
+
+            error = sqlite3.OperationalError(COMMIT_ERRORS[fail_commit.variant])
+            more.append(Fault("db.commit", Raise(error), hit=fail_commit.hit))
+        outcome = self._run(
+            _deliver_entry, (self.scenario.worker, self.env, who, message), kill, more
+        )
+        if fail_commit is not None:
+            failed = any(
+                hit.point == "db.commit" and hit.n == fail_commit.hit
+                for hit in getattr(outcome, "hits", ())
+            )
+            said = (
+                f"{who}: {fail_commit}" if failed
+                else f"{who} ended before its {fail_commit.hit} commit(s): none failed"
+            )
+            self.history.add(self.step, self.clock.now(), "fault", said, process=who)
         self._acknowledge(index, [outcome])
         if index not in self.delivery_hits:
             reached: dict[str, int] = {}
@@ -547,7 +580,10 @@ class CaseRun:
         else:
             # A message delivered before and not acknowledged (the queue's own redelivery of
             # a dead worker's message) is said so.
-            self.deliver(step.message, step.kill, again=step.message in self.unacked)
+            self.deliver(
+                step.message, step.kill, again=step.message in self.unacked,
+                fail_commit=step.fail_commit,
+            )
             if step.duplicate == "after":
                 self.observe(f"after the first delivery of message {step.message}")
                 self.clock.advance(1.0)

@@ -153,7 +153,13 @@ def _committing(conn: sqlite3.Connection) -> Iterator[None]:
     """Fire db.commit, run the block (the commit), then db.committed if it did not raise."""
     db = _database(conn)
     n = next(_attempts)
-    crashpoint(_BEFORE, db=db, n=n)
+    try:
+        crashpoint(_BEFORE, db=db, n=n)
+    except sqlite3.Error:
+        # A commit that fails (a fault: a full disk, an I/O error) leaves nothing of its
+        # transaction, as SQLite rolls back on SQLITE_FULL and SQLITE_IOERR.
+        conn.rollback()
+        raise
     yield
     since_last_request.committed = True
     crashpoint(_AFTER, db=db, n=n)

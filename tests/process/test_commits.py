@@ -379,3 +379,34 @@ def test_sqlalchemy_commits_fire_the_points(tmp_path: Path) -> None:
     assert isinstance(outcome, Completed), outcome
     assert commits(outcome.hits) == pairs(1, 2)
     assert rows(path) == [1, 2]
+
+
+def _catch_a_failed_commit(path: str) -> object:
+    """Insert 1 and commit (the fault makes it fail); then insert 2 and commit: only 2 is
+    kept, because the failed commit left nothing of its transaction open."""
+    db = sqlite3.connect(path)
+    try:
+        with db:
+            db.execute("INSERT INTO t VALUES (1)")
+    except sqlite3.OperationalError as exc:
+        said = str(exc)
+    in_transaction = db.in_transaction
+    with db:
+        db.execute("INSERT INTO t VALUES (2)")
+    db.close()
+    return [said, in_transaction]
+
+
+def test_a_commit_the_fault_fails_raises_sqlites_error_and_keeps_nothing(
+    tmp_path: Path,
+) -> None:
+    from pytest_crashpoints.harness import Raise
+
+    path = make_database(tmp_path / "app.sqlite3")
+    error = sqlite3.OperationalError("database or disk is full")
+    outcome = run_hooked(
+        _catch_a_failed_commit, path, faults=[Fault("db.commit", Raise(error), hit=1)]
+    )
+    assert outcome.kind == "completed", outcome
+    assert outcome.value == ["database or disk is full", False]
+    assert rows(path) == [2]

@@ -14,6 +14,7 @@ from pytest_crashpoints.harness import (
     Advance,
     ChangeAuthority,
     Deliver,
+    FailCommit,
     KillAt,
     LookupTimeouts,
     LoseResponse,
@@ -301,7 +302,10 @@ def test_work_left_in_flight_at_the_last_tool_call_meets_the_same_faults() -> No
 
 def test_fault_kinds_partition_the_single_faults() -> None:
     """``faults=``: each kind keeps its own schedules; together they are every schedule."""
-    space = dataclasses.replace(TWO_CALLS, sessions=("email",))  # an MCP server's, too
+    space = dataclasses.replace(  # an MCP server's sessions, and failed commits, too
+        TWO_CALLS, sessions=("email",), points=TWO_CALLS.points | {"db.commit"},
+        reachable=({**TWO_CALLS.reachable[0], "db.commit": 2}, TWO_CALLS.reachable[1]),
+    )
     every = set(_singles(space))
     by_kind = {
         kind: set(_singles(dataclasses.replace(space, kinds=frozenset({kind}))))
@@ -315,7 +319,7 @@ def test_fault_kinds_partition_the_single_faults() -> None:
     assert all(any(isinstance(step, LoseResponse) for step in s.steps) for s in lost)
     assert not any(isinstance(step, Deliver) and step.kill for s in lost for step in s.steps)
     kills = by_kind["kill"]
-    assert all(kinds(s) <= {"kill:A", "kill:B", "kill:C"} for s in kills)
+    assert all(kinds(s) <= {"kill:A", "kill:B", "kill:C", "kill:db.commit"} for s in kills)
     chosen = dataclasses.replace(TWO_CALLS, kinds=frozenset({"lose_response"}))
     assert list(enumerate_schedules(chosen, max_faults=2))[1:] != []
     assert all(
@@ -410,3 +414,28 @@ def test_a_forgotten_session_only_for_a_provider_that_keeps_sessions() -> None:
 def test_no_probe_for_faults_of_recovery_the_test_did_not_choose() -> None:
     assert probe_kills(SPACE)
     assert probe_kills(dataclasses.replace(SPACE, kinds=frozenset({"lose_response"}))) == []
+
+
+def test_a_failed_commit_at_every_commit_of_the_worker_with_db_commit_declared() -> None:
+    space = dataclasses.replace(TWO_CALLS, points=frozenset({"db.commit"}),
+                                reachable=({"db.commit": 2}, {"db.commit": 1}))
+    failed = {
+        (i, step.fail_commit)
+        for s in _singles(space) for i, step in enumerate(s.steps)
+        if isinstance(step, Deliver) and step.fail_commit
+    }
+    assert failed == {
+        (0, FailCommit(1, "ioerr")), (0, FailCommit(1, "full")),
+        (0, FailCommit(2, "ioerr")), (0, FailCommit(2, "full")),
+        (1, FailCommit(1, "ioerr")), (1, FailCommit(1, "full")),
+    }
+    assert not any(
+        isinstance(step, Deliver) and step.fail_commit for s in _singles(TWO_CALLS)
+        for step in s.steps
+    )
+    step = Deliver(0, fail_commit=FailCommit(2, "full"))
+    assert str(step) == "deliver message 0, its 2nd commit fails (database or disk is full)"
+    schedule = Schedule((step,))
+    assert schedule.faults == 1 and Schedule.from_dict(schedule.to_dict()) == schedule
+    with pytest.raises(ValueError, match="variant must be one of ioerr, full"):
+        FailCommit(1, "smoke")  # type: ignore[arg-type]
