@@ -266,11 +266,13 @@ class Worker:
             raise
 
     def _pump(self, done: Callable[[], bool], deadline: float) -> None:
-        """Read the worker's reports until ``done()``, the worker exits, or ``deadline``."""
+        """Read the worker's reports until ``done()``, the worker exits, or ``deadline``.
+
+        What is already there is read even at the deadline: a worker that ended (or reported)
+        just before it, while this process waited for a CPU, ended in time; only a wait that
+        finds nothing ready at the deadline ends the pump."""
         while self._outcome is None and not done():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return
+            remaining = max(0.0, deadline - time.monotonic())
             ended = self._process.sentinel if self._ended is None else self._ended
             waitables = [ended]
             if self._conn is not None:
@@ -281,6 +283,8 @@ class Worker:
             elif ended in ready:
                 self._drain()
                 self._finish()
+            elif remaining <= 0:
+                return
 
     def _read(self) -> None:
         assert self._conn is not None

@@ -485,3 +485,16 @@ def test_worker_output_goes_to_its_log(tmp_path: Path) -> None:
     outcome = run_worker(chatty, faults=[Fault("A")], log=log)
     assert isinstance(outcome, Killed)
     assert log.read_text().splitlines() == ["flushed before the kill", "raw stderr"]
+
+
+def test_a_worker_that_ended_before_its_deadline_is_not_timed_out_by_a_late_harness() -> None:
+    """The harness itself may be starved of a CPU: when it looks only after the deadline, a
+    worker that ended (and reported) in time has ended in time, not timed out."""
+    worker = start_worker(lambda: "done", timeout=0.5)
+    try:
+        time.sleep(1.5)  # the harness looks late: the worker ended long before its deadline
+        outcome = worker.wait()
+    finally:
+        worker.kill()
+    assert isinstance(outcome, Completed), outcome
+    assert outcome.value == "done"
