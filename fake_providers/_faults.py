@@ -31,6 +31,8 @@ switch                    what the client sees
                           old enough to be visible.
 ``lose_sessions``         (an MCP server) a write finds its session forgotten: 404, nothing
                           applied, and the client must initialize a new session.
+``duplicate_requests``    (an MCP server) a write arrives twice: the server handles both, the
+                          client gets the second answer.
 ========================  ===================================================================
 
 ``on`` selects the requests a switch applies to: ``"all"``, ``"writes"`` (requests that may apply
@@ -66,6 +68,7 @@ FaultKind = Literal[
     "latency",
     "search_miss",
     "session_lost",
+    "request_duplicated",
 ]
 #: How a lost response reaches the client.
 LostResponse = Literal["reset", "timeout", "502"]
@@ -82,6 +85,7 @@ FAULT_KINDS: tuple[FaultKind, ...] = (
     "latency",
     "search_miss",
     "session_lost",
+    "request_duplicated",
 )
 
 
@@ -161,6 +165,11 @@ class Faults:
         """(An MCP server.) The next ``n`` writes find their session forgotten, as after a
         restart: 404 before anything is applied, and the session is gone for good."""
         self._set("session_lost", n, "writes", None, after)
+
+    def duplicate_requests(self, n: int | None = None, *, after: int = 0) -> None:
+        """(An MCP server.) The next ``n`` writes arrive twice, as a proxy or a transport that
+        sends a request again does: both are handled, and the client gets the second answer."""
+        self._set("request_duplicated", n, "writes", None, after)
 
     def search_misses(self, n: int | None = None) -> None:
         """Make the next ``n`` searches find nothing (an index that missed the write)."""

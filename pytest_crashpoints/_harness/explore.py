@@ -128,6 +128,7 @@ def _declared(settings: CrashSettings) -> tuple[str, ...]:
         "lose_response": "lost response",
         "refuse": "refused",
         "forget_session": "session lost",
+        "duplicate_request": "duplicated request",
         "lookup_failure": "F",
         "search_lag": "search lag",
         "duplicate_delivery": "D",

@@ -54,6 +54,7 @@ __all__ = [
     "Advance",
     "ChangeAuthority",
     "Deliver",
+    "DuplicateRequest",
     "KillAt",
     "LookupTimeouts",
     "LoseResponse",
@@ -102,13 +103,14 @@ LAG_THAT_MATTERS = 2 * LEASE_WAIT + 1
 #: The labels of the coverage table for the kinds of fault that are not a place in a worker.
 COVERAGE_KINDS = (
     "D", "E", "F", "lost response", "refused", "session lost", "search lag", "racing recovery",
-    "failed commit",
+    "failed commit", "duplicated request",
 )
 
 #: The kinds of fault a test may choose (the marker's ``faults=``), each with the crash points
 #: that allow it and the coverage labels it reaches: ``kill`` (a kill at a point of the
 #: worker), ``lose_response`` (applied, the answer lost), ``refuse`` (refused before applying),
-#: ``forget_session`` (an MCP server forgets the session of a call), ``lookup_failure`` (lookups
+#: ``forget_session`` (an MCP server forgets the session of a call), ``duplicate_request`` (an
+#: MCP server gets a request twice: comes with D), ``lookup_failure`` (lookups
 #: fail or time out), ``search_lag`` (a search that lags),
 #: ``duplicate_delivery`` (the message again, after the first), ``concurrent_delivery`` (two
 #: workers at once), ``authority_change`` (E), ``recovery_kill`` (recovery killed midway),
@@ -119,6 +121,7 @@ FAULT_KINDS: dict[str, frozenset[str]] = {
     "lose_response": frozenset({"B"}),
     "refuse": frozenset({"F"}),
     "forget_session": frozenset({"F"}),
+    "duplicate_request": frozenset({"D"}),
     "lookup_failure": frozenset({"F"}),
     "search_lag": frozenset({"F"}),
     "duplicate_delivery": frozenset({"D"}),
@@ -324,6 +327,26 @@ class Refuse:
 
 
 @dataclasses.dataclass(frozen=True)
+class DuplicateRequest:
+    """An MCP server gets its ``nth`` write from now on twice (a proxy or a transport that
+    sends the same JSON-RPC request again): it handles both, and the client gets the second
+    answer. A tool that dedupes answers the first result again; one that does not acts twice."""
+
+    provider: str
+    nth: int = 1
+
+    def __post_init__(self) -> None:
+        if isinstance(self.nth, bool) or not isinstance(self.nth, int) or self.nth < 1:
+            raise ValueError(f"nth must be 1 or more, not {self.nth!r}")
+
+    def __str__(self) -> str:
+        return (
+            f"{self.provider} gets its {_ordinal(self.nth)} write from now on twice (the same "
+            "request sent again)"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
 class SearchLag:
     provider: str
     seconds: float = LAG_THAT_MATTERS
@@ -395,6 +418,7 @@ Step: TypeAlias = (
     | LookupTimeouts
     | LoseResponse
     | Refuse
+    | DuplicateRequest
     | SearchLag
     | Recover
     | Advance
@@ -407,6 +431,7 @@ _STEP_TYPES: dict[str, type[Any]] = {
         LookupTimeouts,
         LoseResponse,
         Refuse,
+        DuplicateRequest,
         SearchLag,
         Recover,
         Advance,
@@ -435,6 +460,8 @@ def fault_kinds(steps: Sequence[Step]) -> set[str]:
             kinds.add("session lost" if step.variant == SESSION_REFUSAL else "refused")
         elif isinstance(step, SearchLag):
             kinds.add("search lag")
+        elif isinstance(step, DuplicateRequest):
+            kinds.add("duplicated request")
         elif isinstance(step, Recover) and step.racing:
             kinds.add("racing recovery")
     return kinds
@@ -620,6 +647,8 @@ def fault_kind(fault: tuple[Part, ...]) -> str:
         return "lookup_failure"
     if isinstance(last, LoseResponse):
         return "lose_response"
+    if isinstance(last, DuplicateRequest):
+        return "duplicate_request"
     if isinstance(last, Refuse):
         return "forget_session" if last.variant == SESSION_REFUSAL else "refuse"
     if isinstance(last, Recover):
@@ -707,6 +736,10 @@ def _every_single_fault(space: Space) -> Iterator[tuple[Part, ...]]:
         writes = space.effects_of(i)
         if "D" in space.points:
             yield ((i, "duplicate", ("after", "B", 1)),)
+            for provider, count in sorted(writes.items()):
+                if provider in space.sessions:  # an MCP server: a request sent twice
+                    for nth in range(1, count + 1):
+                        yield ((i, "before", DuplicateRequest(provider, nth)),)
             gates = space.pause_sites(i) or [
                 KillAt(p, 1) for p in ("D",) if space.reachable[i].get("D")
             ]

@@ -26,6 +26,7 @@ from .schedule import (
     Advance,
     ChangeAuthority,
     Deliver,
+    DuplicateRequest,
     FailCommit,
     KillAt,
     LookupTimeouts,
@@ -553,7 +554,9 @@ class CaseRun:
             self._execute_delivery(step)
         elif isinstance(step, ChangeAuthority):
             self.change_authority(step.message, step.change)
-        elif isinstance(step, LookupTimeouts | LoseResponse | Refuse | SearchLag):
+        elif isinstance(
+            step, LookupTimeouts | LoseResponse | Refuse | SearchLag | DuplicateRequest
+        ):
             self._provider_fault(step)
         elif isinstance(step, Recover):
             if step.racing:
@@ -589,7 +592,9 @@ class CaseRun:
                 self.clock.advance(1.0)
                 self.deliver(step.message, None)
 
-    def _provider_fault(self, step: LookupTimeouts | LoseResponse | Refuse | SearchLag) -> None:
+    def _provider_fault(
+        self, step: LookupTimeouts | LoseResponse | Refuse | SearchLag | DuplicateRequest
+    ) -> None:
         """F and its kin: switch a provider's fault on (the quiet phase lifts it; a lag stays,
         as an index stays slow)."""
         provider = self.world.providers.get(step.provider)
@@ -606,6 +611,13 @@ class CaseRun:
                 faults.server_errors(step.calls, on="lookups", status=500)
         elif isinstance(step, LoseResponse):
             faults.lose_responses(1, after=step.nth - 1, variant=step.variant)
+        elif isinstance(step, DuplicateRequest):
+            if not getattr(self.world.env.spec(step.provider), "has_sessions", False):
+                raise CrashpointsError(
+                    f"schedule step {step} duplicates a request to {step.provider!r}, which is "
+                    "not an MCP server (only an MCP server's requests are sent twice)."
+                )
+            faults.duplicate_requests(1, after=step.nth - 1)
         elif isinstance(step, Refuse):
             if step.variant == "500":
                 faults.server_errors(1, on="writes", status=500, after=step.nth - 1)

@@ -299,6 +299,8 @@ POINTS: dict[str, str] = {
     "refused": "a fault: the provider refused a request before applying anything",
     "session lost": "a fault: an MCP server forgot the session of a call (the client must "
     "initialize again)",
+    "duplicated request": "a fault: an MCP server got the same request twice",
+    "failed commit": "a fault: a SQLite commit of the worker failed",
     "search lag": "a fault: the provider's search lagged behind its writes",
     "racing recovery": "a fault: two recoveries at once, one waiting while the other runs",
 }

@@ -21,8 +21,8 @@ def test_a_tool_called_again_after_its_result_was_lost(crashpoints):
     crashpoints.run(worker=functools.partial(handle_ticket, retry=True), messages=[TICKET])
 
 
-@pytest.mark.crashpoints(points="D", providers=[PLAIN_TOOLS], mode="exhaustive", expect=1,
-                         strict_coverage=False)
+@pytest.mark.crashpoints(points="D", faults=["concurrent_delivery"], providers=[PLAIN_TOOLS],
+                         mode="exhaustive", expect=1, strict_coverage=False)
 def test_looked_up_then_sent_by_two_deliveries_at_once(crashpoints):
     # "Sent already? No: send." Two workers at once both look, find nothing, and send.
     crashpoints.run(worker=functools.partial(handle_ticket, look_first=True), messages=[TICKET])

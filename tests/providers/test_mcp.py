@@ -215,3 +215,22 @@ def test_the_openai_agents_sdks_mcp_server_reaches_it_unchanged(
     names, called = asyncio.run(asyncio.wait_for(main(), 30))
     assert names == ["refund", "send_email", "find_email"] and not called.is_error
     assert [op for op, _ in effects(provider)] == ["send_email"]
+
+
+def test_a_duplicated_request_is_handled_twice_and_answered_once(
+    url: str, provider: McpProvider
+) -> None:
+    """The same tools/call sent again (a proxy's retry): a tool that dedupes answers its first
+    result again and acts once; one that does not acts twice."""
+    provider.faults.duplicate_requests(2)
+
+    async def body(session: ClientSession) -> list[Any]:
+        refund = await session.call_tool("refund", {"ticket_id": "t-3", "amount": 5})
+        mail = await session.call_tool("send_email", {"to": "a@example.com"})
+        return [refund, mail]
+
+    refund, mail = in_session(url, body)
+    assert not refund.is_error and not mail.is_error
+    assert [op for op, _ in effects(provider)] == ["refund", "send_email", "send_email"]
+    rows = [r for r in provider.journal.requests() if r.operation == "refund"]
+    assert [(r.effect_applied, r.replayed) for r in rows] == [(True, False), (False, True)]

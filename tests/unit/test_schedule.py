@@ -14,6 +14,7 @@ from pytest_crashpoints.harness import (
     Advance,
     ChangeAuthority,
     Deliver,
+    DuplicateRequest,
     FailCommit,
     KillAt,
     LookupTimeouts,
@@ -439,3 +440,22 @@ def test_a_failed_commit_at_every_commit_of_the_worker_with_db_commit_declared()
     assert schedule.faults == 1 and Schedule.from_dict(schedule.to_dict()) == schedule
     with pytest.raises(ValueError, match="variant must be one of ioerr, full"):
         FailCommit(1, "smoke")  # type: ignore[arg-type]
+
+
+def test_a_duplicated_request_only_for_an_mcp_server_and_with_d() -> None:
+    space = dataclasses.replace(TWO_CALLS, sessions=("email",))
+    duplicated = {
+        (step.provider, step.nth)
+        for s in _singles(space) for step in s.steps if isinstance(step, DuplicateRequest)
+    }
+    assert duplicated == {("email", 1)}  # message 0's and message 1's one e-mail each
+    assert not any(
+        isinstance(step, DuplicateRequest) for s in _singles(TWO_CALLS) for step in s.steps
+    )
+    without_d = dataclasses.replace(space, points=frozenset("ABCEF"))
+    assert not any(
+        isinstance(step, DuplicateRequest) for s in _singles(without_d) for step in s.steps
+    )
+    step = DuplicateRequest("email", 2)
+    assert str(step) == "email gets its 2nd write from now on twice (the same request sent again)"
+    assert Schedule.from_dict(Schedule((step, Deliver(0))).to_dict()).steps[0] == step
