@@ -60,6 +60,7 @@ from ._harness.rundir import RunDir
 from ._harness.scenario import Scenario
 from ._harness.schedule import (
     FAULT_KINDS,
+    KIND_LABELS,
     Advance,
     ChangeAuthority,
     Deliver,
@@ -115,6 +116,7 @@ from ._process.worker import run_worker, start_worker
 __all__ = [
     "COMMIT_POINTS",
     "FAULT_KINDS",
+    "KIND_LABELS",
     "CRASH_POINTS",
     "MODEL_POINT",
     "HARNESS_EPOCH",

@@ -42,6 +42,7 @@ from .report import ExplorationReport, Failure
 from .scenario import Scenario
 from .schedule import (
     COVERAGE_KINDS,
+    KIND_LABELS,
     Deliver,
     Schedule,
     Space,
@@ -124,25 +125,12 @@ def _declared(settings: CrashSettings) -> tuple[str, ...]:
     others (a lost answer is injected, never killed at)."""
     if settings.faults is None:
         return settings.points
-    labels = {
-        "lose_response": "lost response",
-        "refuse": "refused",
-        "forget_session": "session lost",
-        "duplicate_request": "duplicated request",
-        "lookup_failure": "F",
-        "search_lag": "search lag",
-        "duplicate_delivery": "D",
-        "concurrent_delivery": "D",
-        "authority_change": "E",
-        "racing_recovery": "racing recovery",
-        "failed_commit": "failed commit",
-    }
     declared: list[str] = []
     for kind in settings.faults:
         if kind in ("kill", "recovery_kill"):
             declared += [p for p in settings.points if p not in ("D", "E", "F")]
         else:
-            declared.append(labels[kind])
+            declared.append(KIND_LABELS[kind])
     return tuple(dict.fromkeys(declared))
 
 

@@ -65,6 +65,7 @@ __all__ = [
     "SearchLag",
     "Step",
     "FAULT_KINDS",
+    "KIND_LABELS",
     "FailCommit",
     "between_calls",
     "enumerate_schedules",
@@ -130,6 +131,21 @@ FAULT_KINDS: dict[str, frozenset[str]] = {
     "recovery_kill": frozenset({"A", "B", "C"}),
     "racing_recovery": frozenset({"D"}),
     "failed_commit": frozenset({"db.commit"}),
+}
+#: The coverage label of each kind of fault that is not a kill at a point (a kill is labelled
+#: by its point).
+KIND_LABELS: dict[str, str] = {
+    "lose_response": "lost response",
+    "refuse": "refused",
+    "forget_session": "session lost",
+    "lookup_failure": "F",
+    "search_lag": "search lag",
+    "duplicate_delivery": "D",
+    "concurrent_delivery": "D",
+    "duplicate_request": "duplicated request",
+    "authority_change": "E",
+    "racing_recovery": "racing recovery",
+    "failed_commit": "failed commit",
 }
 
 
@@ -906,23 +922,12 @@ def enumerate_schedules(space: Space, *, max_faults: int = 1) -> Iterator[Schedu
 
 
 def _label(fault: tuple[Part, ...]) -> str:
-    """What a single fault exercises, as the coverage table names it."""
-    kinds = [kind for _, kind, _ in fault]
+    """What a single fault exercises, as the coverage table names it: its kind's label, or
+    the point a kill (of the worker or of recovery) lands at."""
+    kind = fault_kind(fault)
+    if kind in KIND_LABELS:
+        return KIND_LABELS[kind]
     last = fault[-1][2]
-    if any(isinstance(value, SearchLag) for _, _, value in fault):
-        return "search lag"
-    if "duplicate" in kinds or (isinstance(last, Recover) and last.racing):
-        return "D" if "duplicate" in kinds else "racing recovery"
-    if "midway" in kinds or isinstance(last, ChangeAuthority):
-        return "E"
-    if isinstance(last, LookupTimeouts):
-        return "F"
-    if isinstance(last, LoseResponse):
-        return "lost response"
-    if isinstance(last, Refuse):
-        return "refused"
-    if isinstance(last, SearchLag):
-        return "search lag"
     if isinstance(last, Recover):
         return last.kill.point if last.kill else "recovery"
     assert isinstance(last, KillAt)

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from pytest_crashpoints.errors import CrashpointsError
 from pytest_crashpoints.harness import (
     FAULT_KINDS,
+    KIND_LABELS,
     Advance,
     ChangeAuthority,
     Deliver,
@@ -459,3 +460,15 @@ def test_a_duplicated_request_only_for_an_mcp_server_and_with_d() -> None:
     step = DuplicateRequest("email", 2)
     assert str(step) == "email gets its 2nd write from now on twice (the same request sent again)"
     assert Schedule.from_dict(Schedule((step, Deliver(0))).to_dict()).steps[0] == step
+
+
+def test_covering_schedules_label_every_kind_of_fault() -> None:
+    """Hypothesis's top-up (one schedule per kind no draw reached) labels each kind it adds:
+    a failed commit and a request sent twice included (they raised an AssertionError)."""
+    space = dataclasses.replace(
+        TWO_CALLS, sessions=("email",), points=TWO_CALLS.points | {"db.commit"},
+        reachable=({**TWO_CALLS.reachable[0], "db.commit": 2}, TWO_CALLS.reachable[1]),
+    )
+    labels = {label for label, _ in covering_schedules(space)}
+    assert {"failed commit", "duplicated request", "session lost", "refused"} <= labels
+    assert set(KIND_LABELS.values()) - {"F", "search lag"} <= labels | {"F"}
