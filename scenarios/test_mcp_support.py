@@ -1,7 +1,9 @@
 """The support agent over MCP (``mcp_support.py``): the official ``mcp`` client, unchanged,
 against a fake MCP server whose tools take the ticket's id as their idempotency: one refund
-and one e-mail whatever the kill, the lost result or the second delivery. Its broken twin is
-in ``broken/test_mcp_support.py``."""
+and one e-mail whatever the kill, the lost result or the second delivery. The same agent on the
+OpenAI Agents SDK (``mcp_agents_sdk.py``: the scripted model picks the tools, the SDK's
+``MCPServerStreamableHttp`` calls them) passes too when a failed call raises. The broken twins
+are in ``broken/test_mcp_support.py``."""
 
 from __future__ import annotations
 
@@ -26,3 +28,13 @@ def test_an_email_looked_up_before_it_is_sent_again(crashpoints):
     # send_email has no key here: the agent asks find_email first. Kills and lost results
     # pass; two deliveries at once do not (broken/test_mcp_support.py).
     crashpoints.run(worker=functools.partial(handle_ticket, look_first=True), messages=[TICKET])
+
+
+@pytest.mark.crashpoints(points="BCDF", providers=["model", TOOLS], mode="exhaustive",
+                         strict_coverage=False)
+def test_the_agents_sdk_refunds_and_emails_once_over_mcp(crashpoints):
+    pytest.importorskip("agents", reason="the OpenAI Agents SDK is an agents extra")
+    from scenarios import mcp_agents_sdk
+
+    crashpoints.run(worker=mcp_agents_sdk.handle_ticket, messages=[mcp_agents_sdk.TICKET],
+                    model=mcp_agents_sdk.SCRIPT)
