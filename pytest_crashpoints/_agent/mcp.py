@@ -11,7 +11,8 @@ the providers' journals like every invariant:
   same arguments (a message delivered again, a client's retry) made no effect the fault-free
   run did not make once.
 
-Nothing here imports ``mcp``: a server is read through its own ``list_tools()``.
+Nothing here imports ``mcp`` for a server with a ``list_tools()`` of its own (``MCPServer``);
+a low-level ``Server`` is asked through the SDK's in-process client.
 """
 
 from __future__ import annotations
@@ -37,29 +38,49 @@ def _hint(annotations: object, camel: str, snake: str) -> bool:
     return bool(getattr(annotations, snake, None) or getattr(annotations, camel, None))
 
 
+def _awaited(found: Any) -> Any:
+    """``found``, awaited on an event loop of its own when it is awaitable."""
+    if not inspect.isawaitable(found):
+        return found
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(found)  # type: ignore[arg-type]
+    if inspect.iscoroutine(found):
+        found.close()
+    raise CrashpointsError(
+        "mcp_annotations(server, ...) was called inside a running event loop; call it from "
+        "the test function (not a coroutine), or pass the annotations as a dict "
+        "{tool name: annotations}"
+    )
+
+
+async def _listed_by_client(server: object) -> Any:
+    """A low-level ``Server`` (no ``list_tools()`` of its own): asked through the SDK's
+    in-process client, as any client would ask it."""
+    from mcp import Client
+
+    async with Client(server) as client:  # type: ignore[arg-type]
+        return await client.list_tools()
+
+
 def _claims(tools: object) -> dict[str, tuple[bool, bool]]:
     """Each tool's (readOnlyHint, idempotentHint), from a server or a mapping."""
     if isinstance(tools, Mapping):
         listed: list[tuple[str, object]] = [(str(k), v) for k, v in tools.items()]
-    elif callable(getattr(tools, "list_tools", None)):
-        found = tools.list_tools()  # type: ignore[attr-defined]
-        if inspect.isawaitable(found):
-            try:
-                asyncio.get_running_loop()
-            except RuntimeError:
-                found = asyncio.run(found)  # type: ignore[arg-type]
-            else:
-                raise CrashpointsError(
-                    "mcp_annotations(server, ...) was called inside a running event loop; "
-                    "call it from the test function (not a coroutine), or pass the "
-                    "annotations as a dict {tool name: annotations}"
-                )
+    elif callable(getattr(tools, "list_tools", None)) or type(tools).__module__.startswith(
+        "mcp."
+    ):
+        if callable(getattr(tools, "list_tools", None)):
+            found = _awaited(tools.list_tools())  # type: ignore[attr-defined]
+        else:
+            found = _awaited(_listed_by_client(tools))
         tools_of = getattr(found, "tools", found)
         listed = [(str(t.name), getattr(t, "annotations", None)) for t in tools_of]
     else:
         raise CrashpointsError(
-            f"mcp_annotations() takes an MCP server (anything with list_tools()) or a dict "
-            f"{{tool name: annotations}}, not {tools!r}"
+            f"mcp_annotations() takes an MCP server (an MCPServer, a low-level Server, or "
+            f"anything with list_tools()) or a dict {{tool name: annotations}}, not {tools!r}"
         )
     return {
         name: (

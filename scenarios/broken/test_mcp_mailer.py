@@ -9,12 +9,18 @@ import pytest
 
 pytest.importorskip("mcp", reason="the mcp SDK is an agents extra: pip install -e .[agents]")
 
-from pytest_crashpoints import mcp_annotations
-from scenarios.test_mcp_mailer import CALL, server_for, tool_call
+import functools
+
+from pytest_crashpoints import mcp_annotations, mcp_server_worker
+from scenarios.test_mcp_mailer import CALL, server_for
 
 
+@pytest.mark.parametrize("transport", ["memory", "http"])
 @pytest.mark.crashpoints(points="D", providers=["email"], mode="exhaustive",
                          expect=[1, "mcp_idempotent_hint"], strict_coverage=False)
-def test_a_tool_that_says_idempotent_and_sends_twice(crashpoints):
-    crashpoints.run(worker=tool_call(claim=False), messages=[CALL],
-                    invariants=mcp_annotations(server_for(None, claim=False), [CALL]))
+def test_a_tool_that_says_idempotent_and_sends_twice(crashpoints, transport):
+    # In process through the SDK's client, and on the wire to the server's HTTP app.
+    build = functools.partial(server_for, claim=False)
+    crashpoints.run(worker=mcp_server_worker(build, transport=transport),
+                    messages=[CALL],
+                    invariants=mcp_annotations(server_for(None, None, claim=False), [CALL]))
