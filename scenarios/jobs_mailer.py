@@ -13,6 +13,11 @@ Two versions of the same worker:
 - :func:`handle_parks_the_ambiguous` is the fix: a job found ``pending`` may or may not have
   been sent, and a mail API without idempotency cannot say, so it is parked for a person
   (``review``) instead of sent again.
+
+``synchronous="NORMAL"`` (what many frameworks set with WAL, for speed) breaks the fix on a
+power loss: its ``pending`` row is committed but not synced when the mail goes out, so a power
+loss after the send takes the row with it, the job comes back as new, and it is sent again.
+SQLite's default (``FULL``) syncs each commit: a power loss is then a kill.
 """
 
 from __future__ import annotations
@@ -29,9 +34,11 @@ SCHEMA = (
 )
 
 
-def _open(db: str | Path) -> sqlite3.Connection:
+def _open(db: str | Path, synchronous: str | None = None) -> sqlite3.Connection:
     conn = sqlite3.connect(db, timeout=10.0)
     conn.execute("PRAGMA journal_mode=WAL")
+    if synchronous is not None:
+        conn.execute(f"PRAGMA synchronous={synchronous}")
     conn.execute(SCHEMA)
     conn.commit()
     return conn
@@ -75,10 +82,11 @@ def handle_sends_then_marks(
 
 
 def handle_parks_the_ambiguous(
-    job: Mapping[str, Any], *, db: str | Path, api_url: str, api_key: str
+    job: Mapping[str, Any], *, db: str | Path, api_url: str, api_key: str,
+    synchronous: str | None = None,
 ) -> str:
     """The fix: a job found ``pending`` may have been sent; park it for review."""
-    conn = _open(db)
+    conn = _open(db, synchronous)
     try:
         row = conn.execute("SELECT status FROM jobs WHERE id = ?", (job["task_id"],)).fetchone()
         if row is not None and row[0] in ("sent", "review"):

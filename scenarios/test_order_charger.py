@@ -22,3 +22,14 @@ def test_a_failed_commit_is_never_taken_for_done(crashpoints):
     # Each commit of the charger fails in turn (a full disk, an I/O error): the error raises,
     # the order is delivered again, and the stable key charges nothing twice.
     crashpoints.run(worker=charger("stable"), messages=[ORDER], ledger_view=orders)
+
+
+@pytest.mark.crashpoints(
+    points="ABC", providers=["payments"], mode="exhaustive", strict_coverage=False
+)
+def test_a_stable_key_survives_a_power_loss(crashpoints):
+    # WAL with synchronous=NORMAL: each kill is tried again as a power loss, which takes the
+    # commits since the last checkpoint (the order's rows). Delivered again, the order is new
+    # to the charger, and its key, derived from the order, makes the provider replay.
+    crashpoints.run(worker=charger("stable", synchronous="NORMAL"), messages=[ORDER],
+                    ledger_view=orders)

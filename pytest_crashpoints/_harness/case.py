@@ -69,6 +69,11 @@ class CaseResult:
     delivery_own_a: Mapping[int, int] = dataclasses.field(default_factory=dict)
     #: Per message: where its first delivery waited between two tool calls (``between_calls``).
     delivery_between: Mapping[int, tuple[KillAt, ...]] = dataclasses.field(default_factory=dict)
+    #: Per message, the databases its first delivery committed to without syncing each
+    #: commit, with their settings (``(name, "wal/1")``).
+    delivery_lossy: Mapping[int, tuple[tuple[str, str], ...]] = dataclasses.field(
+        default_factory=dict
+    )
     #: The fail points the quiet phase's first recovery run reached.
     recovery_points: frozenset[str] = frozenset()
     #: The final outcome in terms two workers can share: each task's tool calls by arguments
@@ -341,6 +346,7 @@ def verdict(
         delivery_hits=run.delivery_hits,
         delivery_own_a=run.delivery_own_a,
         delivery_between=run.delivery_between,
+        delivery_lossy=run.delivery_lossy,
         recovery_points=run.first_quiet_points,
         outcomes=_outcomes(evidence),
         unchecked=tuple(unchecked(evidence.ledger_columns)),

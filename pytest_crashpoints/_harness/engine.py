@@ -163,6 +163,7 @@ def _plain(step: Step) -> bool:
         and step.duplicate is None
         and step.midway is None
         and step.fail_commit is None
+        and not step.power_loss
     )
 
 
@@ -445,6 +446,7 @@ class StatesEngine:
                 "delivery_hits": dict(run.delivery_hits),
                 "delivery_own_a": dict(run.delivery_own_a),
                 "delivery_between": dict(run.delivery_between),
+                "delivery_lossy": dict(run.delivery_lossy),
             },
         )
 

@@ -116,6 +116,7 @@ def _space(
         recovers=scenario.recover is not None,
         kinds=None if faults is None else frozenset(faults),
         between=tuple(golden.delivery_between.get(i, ()) for i in messages),
+        lossy=tuple(golden.delivery_lossy.get(i, ()) for i in messages),
     )
 
 
@@ -217,6 +218,30 @@ class _Explorer:
         if self.on_case is not None:
             self.on_case(self.report)
 
+    def _place_power_loss(self, space: Space) -> None:
+        """A power loss is tried where the fault-free run committed without syncing; where
+        it never did, or where the settings could corrupt the file, the report says why."""
+        from .powerloss import describe, refusal
+
+        refused = {
+            f"power loss on {name} ({reason})"
+            for found in space.lossy for name, sync in found
+            if (reason := refusal(sync)) is not None
+        }
+        self.report.not_applicable += sorted(refused)
+        label = KIND_LABELS["power_loss"]
+        if label in self.report.declared and not any(
+            space.lossy_of(i) for i in range(space.messages)
+        ):
+            self.report.declared = tuple(p for p in self.report.declared if p != label)
+            seen = sorted({describe(sync) for found in space.lossy for _, sync in found})
+            self.report.not_applicable.append(
+                "power loss: every SQLite commit of the worker is synced before it returns "
+                + (f"({', '.join(seen)})" if seen else "(SQLite's default synchronous=FULL, "
+                   "or no database)")
+                + ", so a power loss keeps what a kill keeps"
+            )
+
     def placed(self, space: Space) -> Space:
         """``space`` with the points its recovery reaches (:attr:`Space.recovery_reach`):
         each kill that leaves work in flight for a fault of recovery is run once (not counted
@@ -231,6 +256,7 @@ class _Explorer:
             self.report.not_applicable.append(
                 "lookup failures (F): no provider of this test answers lookups"
             )
+        self._place_power_loss(space)
         probes = probe_kills(space)
         if not probes or self.scenario.recover is None:
             return space

@@ -232,5 +232,5 @@ def render_timeline(rows: Iterable[TimelineRow]) -> str:
 #: Harness entries that come after what the processes of their second did: how a process
 #: ended (and what a command wrote), and the start of the quiet phase.
 _ENDINGS = frozenset(
-    {"worker", "kill", "raised", "timeout", "died", "error", "output", "quiet"}
+    {"worker", "kill", "power", "raised", "timeout", "died", "error", "output", "quiet"}
 )

@@ -104,7 +104,7 @@ LAG_THAT_MATTERS = 2 * LEASE_WAIT + 1
 #: The labels of the coverage table for the kinds of fault that are not a place in a worker.
 COVERAGE_KINDS = (
     "D", "E", "F", "lost response", "refused", "session lost", "search lag", "racing recovery",
-    "failed commit", "duplicated request",
+    "failed commit", "duplicated request", "power lost",
 )
 
 #: The kinds of fault a test may choose (the marker's ``faults=``), each with the crash points
@@ -116,7 +116,9 @@ COVERAGE_KINDS = (
 #: ``duplicate_delivery`` (the message again, after the first), ``concurrent_delivery`` (two
 #: workers at once), ``authority_change`` (E), ``recovery_kill`` (recovery killed midway),
 #: ``racing_recovery`` (two recoveries at once), ``failed_commit`` (a SQLite commit of the
-#: worker fails: comes with ``db.commit``).
+#: worker fails: comes with ``db.commit``), ``power_loss`` (a kill at a point of the worker
+#: that is a power loss: its SQLite databases in WAL with ``synchronous=NORMAL`` lose their
+#: unsynced commits; generated where the fault-free run committed so).
 FAULT_KINDS: dict[str, frozenset[str]] = {
     "kill": frozenset({"A", "B", "C"}),
     "lose_response": frozenset({"B"}),
@@ -131,6 +133,7 @@ FAULT_KINDS: dict[str, frozenset[str]] = {
     "recovery_kill": frozenset({"A", "B", "C"}),
     "racing_recovery": frozenset({"D"}),
     "failed_commit": frozenset({"db.commit"}),
+    "power_loss": frozenset({"A", "B", "C", "db.commit", "db.committed"}),
 }
 #: The coverage label of each kind of fault that is not a kill at a point (a kill is labelled
 #: by its point).
@@ -146,6 +149,7 @@ KIND_LABELS: dict[str, str] = {
     "authority_change": "E",
     "racing_recovery": "racing recovery",
     "failed_commit": "failed commit",
+    "power_loss": "power lost",
 }
 
 
@@ -234,17 +238,26 @@ class Deliver:
     pause_hit: int = 1
     midway: Midway | None = None
     fail_commit: FailCommit | None = None
+    #: The kill is a power loss: the worker's databases lose what they did not sync.
+    power_loss: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.message, bool) or not isinstance(self.message, int) or self.message < 0:
             raise ValueError(f"message must be a message index (0 or more), not {self.message!r}")
         if self.duplicate not in (None, "after", "concurrent"):
             raise ValueError(f"duplicate must be 'after' or 'concurrent', not {self.duplicate!r}")
+        if self.power_loss not in (False, True) or (self.power_loss and self.kill is None):
+            raise ValueError("power_loss needs a kill: the point where the power goes")
         KillAt(self.pause_at, self.pause_hit)
 
     def __str__(self) -> str:
         text = f"deliver message {self.message}"
-        if self.kill:
+        if self.kill and self.power_loss:
+            text += (
+                f", power lost at {self.kill.point} (hit {self.kill.hit}): its databases keep "
+                "only what they synced"
+            )
+        elif self.kill:
             text += f", {self.kill}"
         if self.midway:
             text += f", {self.midway}"
@@ -466,6 +479,8 @@ def fault_kinds(steps: Sequence[Step]) -> set[str]:
                 kinds.add("E")
             if step.fail_commit:
                 kinds.add("failed commit")
+            if step.power_loss:
+                kinds.add("power lost")
         elif isinstance(step, ChangeAuthority):
             kinds.add("E")
         elif isinstance(step, LookupTimeouts):
@@ -584,6 +599,17 @@ class Space:
     #: running it); ``None``: not known, every point is tried. A recovery killed, or one of
     #: two racing recoveries waiting, at a point outside it would test nothing.
     recovery_reach: frozenset[str] | None = None
+    #: Per message, the databases its worker committed to where a power loss is not a kill,
+    #: with their settings (``("jobs.db", "wal/1")``, ``powerloss.lossy_databases``).
+    lossy: tuple[tuple[tuple[str, str], ...], ...] = ()
+
+    def lossy_of(self, message: int) -> tuple[str, ...]:
+        """The databases of message ``message`` that a power loss takes commits from (not
+        those whose settings could corrupt them: ``powerloss.refusal``)."""
+        from .powerloss import refusal
+
+        found = self.lossy[message] if message < len(self.lossy) else ()
+        return tuple(name for name, sync in found if refusal(sync) is None)
 
     def kill_sites(self, message: int) -> list[KillAt]:
         """Every (point, hit) a kill can target while message ``message`` is handled: the
@@ -658,6 +684,8 @@ def fault_kind(fault: tuple[Part, ...]) -> str:
         return "authority_change"
     if "fail_commit" in kinds:
         return "failed_commit"
+    if "power_loss" in kinds:
+        return "power_loss"
     last = values[-1]
     if isinstance(last, LookupTimeouts):
         return "lookup_failure"
@@ -749,6 +777,9 @@ def _every_single_fault(space: Space) -> Iterator[tuple[Part, ...]]:
     for i in range(space.messages):
         for kill in space.kill_sites(i):
             yield ((i, "kill", kill),)
+        if space.lossy_of(i):  # the same places, the power lost instead
+            for kill in space.kill_sites(i):
+                yield ((i, "power_loss", kill),)
         writes = space.effects_of(i)
         if "D" in space.points:
             yield ((i, "duplicate", ("after", "B", 1)),)
@@ -871,6 +902,10 @@ def _apply(space: Space, faults: Sequence[tuple[Part, ...]]) -> Schedule | None:
             if deliver.fail_commit is not None:
                 return None
             delivers[position] = dataclasses.replace(deliver, fail_commit=value)
+        elif kind == "power_loss":
+            if deliver.kill is not None and deliver.kill != value:
+                return None
+            delivers[position] = dataclasses.replace(deliver, kill=value, power_loss=True)
         elif kind == "before":
             # One switch of a kind per provider: two faults of one kind would overwrite.
             ahead: list[Any] = before[position]
@@ -886,6 +921,8 @@ def _apply(space: Space, faults: Sequence[tuple[Part, ...]]) -> Schedule | None:
             deliver.kill or deliver.duplicate or deliver.midway
         ):
             return None  # a failed commit is a delivery's one fault
+        if deliver.power_loss and deliver.duplicate == "concurrent":
+            return None  # two workers at once: the power goes for both, not one
     steps: list[Step] = []
     for deliver, ahead, extra in zip(delivers, before, after, strict=True):
         steps += ahead

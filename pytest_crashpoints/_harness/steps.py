@@ -20,6 +20,7 @@ from .command import command_output
 from .context import CaseEnv, Context
 from .evidence import Incident, Observation
 from .history import History
+from .powerloss import lose_unsynced, lossy_databases, refusal
 from .scenario import Recovery, Scenario, WorkerFn
 from .schedule import (
     COMMIT_ERRORS,
@@ -135,6 +136,9 @@ class CaseRun:
         self.delivery_own_a: dict[int, int] = {}
         #: Per message: where its first delivery waited between two tool calls.
         self.delivery_between: dict[int, tuple[KillAt, ...]] = {}
+        self.delivery_lossy: dict[int, tuple[tuple[str, str], ...]] = {}
+        #: During a concurrent delivery: (the held worker, the other, where it is held).
+        self._held: tuple[str, str, str] | None = None
         #: Messages whose last delivery did not complete: the queue redelivers them.
         self.unacked: dict[int, None] = {}
         self.errors: list[str] = []
@@ -247,11 +251,22 @@ class CaseRun:
             )
             # Nothing the case left after it says anything about the agent: inconclusive,
             # never a violation.
+            held = ""
+            if self._held is not None:
+                first, second, point = self._held
+                held = (
+                    f". {first} was held at {point} by the schedule while {second} ran (two "
+                    f"deliveries at once): if {second} waits for something {first} holds there "
+                    "(a SQLite write lock taken before the point, a file lock), it waits "
+                    "until it is timed out; give that wait a shorter timeout of its own "
+                    "(sqlite3.connect(..., timeout=5)) so the second delivery fails and its "
+                    "message comes back"
+                )
             self.errors.append(
                 f"{INCONCLUSIVE}{text}; the case's end proves nothing. If the agent is this "
                 f"slow here, raise the timeout ({outcome.timeout:g}s now: timeout= on the "
                 "marker wins over --crashpoints-timeout, PYTEST_CRASHPOINTS_TIMEOUT and the "
-                "ini's crashpoints_timeout); else look for a hang in it"
+                f"ini's crashpoints_timeout); else look for a hang in it{held}"
             )
             self.history.add(self.step, now, "timeout", text, process=who)
         else:
@@ -302,6 +317,7 @@ class CaseRun:
         *,
         again: bool = False,
         fail_commit: FailCommit | None = None,
+        power_loss: bool = False,
     ) -> None:
         who = self._worker_id("worker")
         message = self.scenario.messages[index]
@@ -342,7 +358,30 @@ class CaseRun:
                 1 for hit in hits if hit.point == "A" and hit.context.get("source") != "auto"
             )
             self.delivery_between[index] = between_calls(hits)
+            self.delivery_lossy[index] = tuple(sorted(lossy_databases(hits).items()))
         self._record(who, outcome, kill)
+        if power_loss:
+            self._lose_power(who, outcome)
+
+    def _lose_power(self, who: str, outcome: object) -> None:
+        """After a kill that is a power loss: each database the worker committed to without
+        syncing loses what it did not sync (``powerloss.py``); said in the timeline."""
+        from .._process.outcome import Killed
+
+        if not isinstance(outcome, Killed):
+            said = f"no power loss: {who} ended before its point"
+            self.history.add(self.step, self.clock.now(), "power", said, process=who)
+            return
+        lossy = lossy_databases(getattr(outcome, "hits", ()))
+        losses = []
+        for name in sorted(name for name, sync in lossy.items() if refusal(sync) is None):
+            for path in sorted(self.env.path.rglob(name)):
+                if path.is_file():
+                    losses.append(lose_unsynced(path))
+        said = "; ".join(str(loss) for loss in losses) if losses else (
+            "every database it committed to syncs each commit: nothing more lost than by a kill"
+        )
+        self.history.add(self.step, self.clock.now(), "power", f"power lost: {said}", process=who)
 
     def deliver_midway(self, index: int, midway: Midway) -> None:
         """Deliver message ``index`` and, while its worker waits at the midway point,
@@ -461,8 +500,14 @@ class CaseRun:
             self._record(second, outcome)
             return
         self._acknowledge(index, outcomes)
-        for who, outcome, planned in zip((first, second), outcomes, (kill, None), strict=True):
-            self._record(who, outcome, planned)
+        self._held = (first, second, pause_at)
+        try:
+            for who, outcome, planned in zip(
+                (first, second), outcomes, (kill, None), strict=True
+            ):
+                self._record(who, outcome, planned)
+        finally:
+            self._held = None
 
     def recover(self, kill: KillAt | None = None) -> Outcome | None:
         """Run recovery in a process of its own (nothing, if the agent has no recovery)."""
@@ -585,7 +630,7 @@ class CaseRun:
             # a dead worker's message) is said so.
             self.deliver(
                 step.message, step.kill, again=step.message in self.unacked,
-                fail_commit=step.fail_commit,
+                fail_commit=step.fail_commit, power_loss=step.power_loss,
             )
             if step.duplicate == "after":
                 self.observe(f"after the first delivery of message {step.message}")

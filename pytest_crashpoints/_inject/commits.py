@@ -7,9 +7,11 @@ k-th commit of the process (all databases together):
 
 - ``crashpoint("db.commit", db=<file name>, n=k)`` just before the commit. A kill here happens
   inside the transaction: SQLite rolls it back when the database is next opened.
-- ``crashpoint("db.committed", db=<file name>, n=k)`` just after it, not after a commit that
-  raised. Before it fires, the process is marked as having committed since its last write request
-  to a provider (what the wire hooks' automatic A looks at, ``wire.py``).
+- ``crashpoint("db.committed", db=<file name>, n=k, sync=<journal mode>/<synchronous>)``
+  just after it, not after a commit that raised (``sync``, e.g. ``"wal/1"``, read from the
+  connection: what a power loss would take, ``_harness/powerloss.py``). Before it fires,
+  the process is marked as having committed since its last write request to a provider
+  (what the wire hooks' automatic A looks at, ``wire.py``).
 
 ``db`` is the database's file name without its directory; ``n`` counts the commits the process
 attempted (a failed one keeps its number). In-memory and temporary databases (``":memory:"``,
@@ -162,7 +164,24 @@ def _committing(conn: sqlite3.Connection) -> Iterator[None]:
         raise
     yield
     since_last_request.committed = True
-    crashpoint(_AFTER, db=db, n=n)
+    crashpoint(_AFTER, db=db, n=n, sync=_durability(conn))
+
+
+def _durability(conn: sqlite3.Connection) -> str:
+    """The connection's journal mode and ``synchronous`` level (``"wal/1"``): what a power
+    loss would take from its last commit (``_harness/powerloss.py``). Read through a cursor of
+    the base class, so no hook and no ``row_factory`` of the user's is involved."""
+    try:
+        cursor = sqlite3.Cursor(conn)
+        cursor.row_factory = None
+        try:
+            journal = cursor.execute("PRAGMA journal_mode").fetchone()[0]
+            level = cursor.execute("PRAGMA synchronous").fetchone()[0]
+        finally:
+            cursor.close()
+    except (sqlite3.Error, TypeError, IndexError):
+        return "unknown/2"
+    return f"{str(journal).lower()}/{level}"
 
 
 # -- the hooked classes ------------------------------------------------------------------------

@@ -766,6 +766,7 @@ def _harness_cell(
         "authority": "authority " + text.split(": tenant", 1)[0],
         "clock": f"clock +{data.get('seconds', '?')}s",
         "fault": "fault " + text,
+        "power": "⚡ " + text.split(":", 1)[0],
         "quiet": "quiet phase",
         "setup": "set-up",
     }.get(kind, f"{kind}: {text}")

@@ -17,12 +17,13 @@ ORDER = {"task_id": "order-7", "amount": 4200, "customer": "cus_7"}
 STATES = {"pending": State.DISPATCHED, "charged": State.OUTCOME_CONFIRMED}
 
 
-def charger(keys, *, log_commit_errors=False):
+def charger(keys, *, log_commit_errors=False, synchronous=None):
     def worker(order, ctx):
         url, key = ctx.base_url("payments"), ctx.api_key("payments", order["task_id"])
         db = ctx.env.path / "shop.db"
         return order_charger.charge_order(order, db=db, api_url=url, api_key=key, keys=keys,
-                                          log_commit_errors=log_commit_errors)
+                                          log_commit_errors=log_commit_errors,
+                                          synchronous=synchronous)
 
     return worker
 
