@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._agent.mcp import mcp_annotations
-    from ._agent.mcp_worker import mcp_server_worker
     from ._agent.recovery import recover
     from ._agent.toolcall import (
         Absent,
@@ -59,7 +58,6 @@ _HOME = {
     "Unavailable": "._agent.toolcall",
     "recover": "._agent.recovery",
     "mcp_annotations": "._agent.mcp",
-    "mcp_server_worker": "._agent.mcp_worker",
     "Ledger": "._ledger.sqlite",
     "Attempt": "._ledger.records",
     "State": "._ledger.states",
@@ -215,7 +213,6 @@ __all__ = [
     "crashpoint_context",
     "guarded_call",
     "mcp_annotations",
-    "mcp_server_worker",
     "recover",
     "reference_recovery",
     "reference_recovery_async",

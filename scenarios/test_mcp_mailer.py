@@ -14,7 +14,8 @@ import pytest
 
 pytest.importorskip("mcp", reason="the mcp SDK is an agents extra: pip install -e .[agents]")
 
-from pytest_crashpoints import Context, SQLiteLedgerView, State, mcp_annotations, mcp_server_worker
+from pytest_crashpoints import Context, SQLiteLedgerView, State
+from pytest_crashpoints.mcp import mcp_annotations, mcp_server_worker
 from scenarios.mcp_mailer import build
 
 CALL = {"task_id": "ticket-9", "tool": "send_email",

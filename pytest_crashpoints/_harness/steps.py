@@ -373,14 +373,21 @@ class CaseRun:
             self.history.add(self.step, self.clock.now(), "power", said, process=who)
             return
         lossy = lossy_databases(getattr(outcome, "hits", ()))
-        losses = []
-        for name in sorted(name for name, sync in lossy.items() if refusal(sync) is None):
+        parts: list[str] = []
+        for name, sync in sorted(lossy.items()):
+            reason = refusal(sync)
+            if reason is not None:
+                parts.append(f"not modelled on {name} ({reason})")
+                continue
             for path in sorted(self.env.path.rglob(name)):
                 if path.is_file():
-                    losses.append(lose_unsynced(path))
-        said = "; ".join(str(loss) for loss in losses) if losses else (
-            "every database it committed to syncs each commit: nothing more lost than by a kill"
-        )
+                    parts.append(str(lose_unsynced(path)))
+        if not parts:
+            parts.append(
+                "every database it committed to syncs each commit: nothing more lost than by "
+                "a kill"
+            )
+        said = "; ".join(parts)
         self.history.add(self.step, self.clock.now(), "power", f"power lost: {said}", process=who)
 
     def deliver_midway(self, index: int, midway: Midway) -> None:

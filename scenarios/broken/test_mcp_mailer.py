@@ -11,7 +11,7 @@ pytest.importorskip("mcp", reason="the mcp SDK is an agents extra: pip install -
 
 import functools
 
-from pytest_crashpoints import mcp_annotations, mcp_server_worker
+from pytest_crashpoints.mcp import mcp_annotations, mcp_server_worker
 from scenarios.test_mcp_mailer import CALL, server_for
 
 

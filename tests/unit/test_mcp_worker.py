@@ -16,9 +16,8 @@ from mcp import types
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 
-from pytest_crashpoints import mcp_annotations, mcp_server_worker
-from pytest_crashpoints._agent.mcp_worker import McpCallError
 from pytest_crashpoints.errors import HarnessUsageError
+from pytest_crashpoints.mcp import McpCallError, mcp_annotations, mcp_server_worker
 
 TOOL = types.Tool(
     name="note", input_schema={"type": "object"},

@@ -304,9 +304,10 @@ def test_work_left_in_flight_at_the_last_tool_call_meets_the_same_faults() -> No
 
 def test_fault_kinds_partition_the_single_faults() -> None:
     """``faults=``: each kind keeps its own schedules; together they are every schedule."""
-    space = dataclasses.replace(  # an MCP server's sessions, and failed commits, too
+    space = dataclasses.replace(  # an MCP server's sessions, failed commits, power losses too
         TWO_CALLS, sessions=("email",), points=TWO_CALLS.points | {"db.commit"},
         reachable=({**TWO_CALLS.reachable[0], "db.commit": 2}, TWO_CALLS.reachable[1]),
+        lossy=((("jobs.db", "wal/1"),), ()),
     )
     every = set(_singles(space))
     by_kind = {
@@ -322,6 +323,12 @@ def test_fault_kinds_partition_the_single_faults() -> None:
     assert not any(isinstance(step, Deliver) and step.kill for s in lost for step in s.steps)
     kills = by_kind["kill"]
     assert all(kinds(s) <= {"kill:A", "kill:B", "kill:C", "kill:db.commit"} for s in kills)
+    assert not any(isinstance(step, Deliver) and step.power_loss for s in kills for step in s.steps)
+    powered = by_kind["power_loss"]  # the same places, message 0 only (its database is lossy)
+    assert {
+        (step.message, step.kill) for s in powered for step in s.steps
+        if isinstance(step, Deliver) and step.power_loss
+    } == {(0, kill) for kill in space.kill_sites(0)}
     chosen = dataclasses.replace(TWO_CALLS, kinds=frozenset({"lose_response"}))
     assert list(enumerate_schedules(chosen, max_faults=2))[1:] != []
     assert all(
@@ -468,7 +475,9 @@ def test_covering_schedules_label_every_kind_of_fault() -> None:
     space = dataclasses.replace(
         TWO_CALLS, sessions=("email",), points=TWO_CALLS.points | {"db.commit"},
         reachable=({**TWO_CALLS.reachable[0], "db.commit": 2}, TWO_CALLS.reachable[1]),
+        lossy=((("jobs.db", "wal/1"),), ()),
     )
     labels = {label for label, _ in covering_schedules(space)}
-    assert {"failed commit", "duplicated request", "session lost", "refused"} <= labels
+    wanted = {"failed commit", "duplicated request", "session lost", "refused", "power lost"}
+    assert wanted <= labels
     assert set(KIND_LABELS.values()) - {"F", "search lag"} <= labels | {"F"}

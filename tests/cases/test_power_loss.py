@@ -1,0 +1,102 @@
+"""A power loss, through the harness: a worker killed at B whose SQLite database in WAL with
+``synchronous=NORMAL`` loses the commits since its last checkpoint, while the provider keeps
+its effect; the same with settings where a power loss keeps what a kill keeps, or where it
+cannot be modelled (the file could be corrupt) and is refused with the reason."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from pytest_crashpoints import Authority
+from pytest_crashpoints.harness import (
+    Deliver,
+    KillAt,
+    ProviderSpec,
+    Scenario,
+    Schedule,
+    run_case,
+)
+
+MESSAGE = {"task_id": "t-1", "to": "ada@example.com"}
+
+
+def worker(message: dict[str, Any], ctx: Any, *, journal: str, synchronous: str) -> str:
+    """Row 1, a checkpoint, rows 2 and 3, then the e-mail (B), then row 4."""
+    conn = sqlite3.connect(ctx.env.path / "app.db", isolation_level=None)
+    conn.execute(f"PRAGMA journal_mode={journal}")
+    conn.execute(f"PRAGMA synchronous={synchronous}")
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    conn.execute("CREATE TABLE IF NOT EXISTS t (n INTEGER)")
+    conn.execute("INSERT INTO t VALUES (1)")
+    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    conn.execute("INSERT INTO t VALUES (2)")
+    conn.execute("INSERT INTO t VALUES (3)")
+    httpx.post(
+        ctx.base_url("email") + "/v3/mail/send",
+        headers={"Authorization": f"Bearer {ctx.api_key('email', message['task_id'])}"},
+        json={"personalizations": [{"to": [{"email": message["to"]}]}],
+              "from": {"email": "a@example.com"}, "subject": "s",
+              "content": [{"type": "text/plain", "value": "b"}]},
+        timeout=30,
+    ).raise_for_status()
+    conn.execute("INSERT INTO t VALUES (4)")
+    conn.close()
+    return "done"
+
+
+def scenario(journal: str, synchronous: str) -> Scenario:
+    import functools
+
+    return Scenario(
+        worker=functools.partial(worker, journal=journal, synchronous=synchronous),
+        recover=None,
+        messages=(MESSAGE,),
+        providers=(ProviderSpec("email"),),
+        authorities={"t-1": Authority.of(tenant_id="tenant-1",
+                                         credential_scope="email:read email:write",
+                                         policy_version="p1")},
+    )
+
+
+def rows_after(result: Any) -> list[int]:
+    with sqlite3.connect(Path(result.run_dir) / "app.db") as conn:
+        return [r[0] for r in conn.execute("SELECT n FROM t ORDER BY rowid")]
+
+
+@pytest.mark.parametrize(
+    ("journal", "synchronous", "kept", "said"),
+    [
+        # The checkpointed row survives; rows 2 and 3 (never synced) are gone; the message
+        # delivered again writes 1..4 after what is left.
+        ("WAL", "NORMAL", [1, 1, 2, 3, 4],
+         "power lost: the last 2 commit(s) of app.db were not synced"),
+        ("WAL", "FULL", [1, 2, 3, 1, 2, 3, 4], "syncs each commit: nothing more lost"),
+        ("DELETE", "NORMAL", [1, 2, 3, 1, 2, 3, 4], "syncs each commit: nothing more lost"),
+        ("WAL", "OFF", [1, 2, 3, 1, 2, 3, 4], "SQLite syncs nothing"),
+    ],
+)
+def test_a_power_loss_takes_what_the_settings_never_synced(
+    tmp_path: Path, journal: str, synchronous: str, kept: list[int], said: str
+) -> None:
+    schedule = Schedule((Deliver(0, KillAt("B", 1), power_loss=True),))
+    result = run_case(scenario(journal, synchronous), schedule, base_dir=tmp_path, keep=True)
+    assert rows_after(result) == kept
+    assert said in result.timeline
+    assert "power lost at B (hit 1)" in str(schedule)
+
+
+def test_a_plain_kill_keeps_every_commit(tmp_path: Path) -> None:
+    schedule = Schedule((Deliver(0, KillAt("B", 1)),))
+    result = run_case(scenario("WAL", "NORMAL"), schedule, base_dir=tmp_path, keep=True)
+    assert rows_after(result) == [1, 2, 3, 1, 2, 3, 4]
+    assert "power lost" not in result.timeline
+
+
+def test_a_power_loss_needs_a_kill() -> None:
+    with pytest.raises(ValueError, match="power_loss needs a kill"):
+        Deliver(0, power_loss=True)
