@@ -33,3 +33,14 @@ def test_a_stable_key_survives_a_power_loss(crashpoints):
     # to the charger, and its key, derived from the order, makes the provider replay.
     crashpoints.run(worker=charger("stable", synchronous="NORMAL"), messages=[ORDER],
                     ledger_view=orders)
+
+
+@pytest.mark.crashpoints(
+    points="ABC", faults=["backup_restore"], providers=["payments"], mode="exhaustive",
+    strict_coverage=False,
+)
+def test_a_stable_key_survives_a_restored_backup(crashpoints):
+    # Killed at each point, then the shop's database restored from the backup taken before
+    # the order: the order is new again, and the key derived from it makes the provider
+    # replay its first charge instead of charging twice.
+    crashpoints.run(worker=charger("stable"), messages=[ORDER], ledger_view=orders)

@@ -164,6 +164,7 @@ def _plain(step: Step) -> bool:
         and step.midway is None
         and step.fail_commit is None
         and not step.power_loss
+        and not step.backup_restore
     )
 
 

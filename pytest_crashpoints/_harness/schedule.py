@@ -104,7 +104,7 @@ LAG_THAT_MATTERS = 2 * LEASE_WAIT + 1
 #: The labels of the coverage table for the kinds of fault that are not a place in a worker.
 COVERAGE_KINDS = (
     "D", "E", "F", "lost response", "refused", "session lost", "search lag", "racing recovery",
-    "failed commit", "duplicated request", "power lost",
+    "failed commit", "duplicated request", "power lost", "backup restored",
 )
 
 #: The kinds of fault a test may choose (the marker's ``faults=``), each with the crash points
@@ -118,7 +118,9 @@ COVERAGE_KINDS = (
 #: ``racing_recovery`` (two recoveries at once), ``failed_commit`` (a SQLite commit of the
 #: worker fails: comes with ``db.commit``), ``power_loss`` (a kill at a point of the worker
 #: that is a power loss: its SQLite databases in WAL with ``synchronous=NORMAL`` lose their
-#: unsynced commits; generated where the fault-free run committed so).
+#: unsynced commits; generated where the fault-free run committed so), ``backup_restore``
+#: (a kill, then the agent's files restored from a backup taken before the delivery: only
+#: when chosen).
 FAULT_KINDS: dict[str, frozenset[str]] = {
     "kill": frozenset({"A", "B", "C"}),
     "lose_response": frozenset({"B"}),
@@ -134,6 +136,7 @@ FAULT_KINDS: dict[str, frozenset[str]] = {
     "racing_recovery": frozenset({"D"}),
     "failed_commit": frozenset({"db.commit"}),
     "power_loss": frozenset({"A", "B", "C", "db.commit", "db.committed"}),
+    "backup_restore": frozenset({"A", "B", "C", "db.commit", "db.committed"}),
 }
 #: The coverage label of each kind of fault that is not a kill at a point (a kill is labelled
 #: by its point).
@@ -150,6 +153,7 @@ KIND_LABELS: dict[str, str] = {
     "racing_recovery": "racing recovery",
     "failed_commit": "failed commit",
     "power_loss": "power lost",
+    "backup_restore": "backup restored",
 }
 
 
@@ -240,6 +244,9 @@ class Deliver:
     fail_commit: FailCommit | None = None
     #: The kill is a power loss: the worker's databases lose what they did not sync.
     power_loss: bool = False
+    #: After the kill, the agent's files are restored from a backup taken just before this
+    #: delivery; the providers keep what was done since.
+    backup_restore: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.message, bool) or not isinstance(self.message, int) or self.message < 0:
@@ -248,6 +255,13 @@ class Deliver:
             raise ValueError(f"duplicate must be 'after' or 'concurrent', not {self.duplicate!r}")
         if self.power_loss not in (False, True) or (self.power_loss and self.kill is None):
             raise ValueError("power_loss needs a kill: the point where the power goes")
+        if self.backup_restore not in (False, True) or (
+            self.backup_restore and (self.kill is None or self.power_loss)
+        ):
+            raise ValueError(
+                "backup_restore needs a kill (the point where the machine is lost) and no "
+                "power_loss"
+            )
         KillAt(self.pause_at, self.pause_hit)
 
     def __str__(self) -> str:
@@ -259,6 +273,8 @@ class Deliver:
             )
         elif self.kill:
             text += f", {self.kill}"
+        if self.backup_restore:
+            text += ", then the agent's files restored from a backup taken before this delivery"
         if self.midway:
             text += f", {self.midway}"
         if self.fail_commit:
@@ -481,6 +497,8 @@ def fault_kinds(steps: Sequence[Step]) -> set[str]:
                 kinds.add("failed commit")
             if step.power_loss:
                 kinds.add("power lost")
+            if step.backup_restore:
+                kinds.add("backup restored")
         elif isinstance(step, ChangeAuthority):
             kinds.add("E")
         elif isinstance(step, LookupTimeouts):
@@ -686,6 +704,8 @@ def fault_kind(fault: tuple[Part, ...]) -> str:
         return "failed_commit"
     if "power_loss" in kinds:
         return "power_loss"
+    if "backup_restore" in kinds:
+        return "backup_restore"
     last = values[-1]
     if isinstance(last, LookupTimeouts):
         return "lookup_failure"
@@ -780,6 +800,9 @@ def _every_single_fault(space: Space) -> Iterator[tuple[Part, ...]]:
         if space.lossy_of(i):  # the same places, the power lost instead
             for kill in space.kill_sites(i):
                 yield ((i, "power_loss", kill),)
+        if space.kinds is not None and "backup_restore" in space.kinds:  # only when chosen
+            for kill in space.kill_sites(i):
+                yield ((i, "backup_restore", kill),)
         writes = space.effects_of(i)
         if "D" in space.points:
             yield ((i, "duplicate", ("after", "B", 1)),)
@@ -903,9 +926,13 @@ def _apply(space: Space, faults: Sequence[tuple[Part, ...]]) -> Schedule | None:
                 return None
             delivers[position] = dataclasses.replace(deliver, fail_commit=value)
         elif kind == "power_loss":
-            if deliver.kill is not None and deliver.kill != value:
+            if (deliver.kill is not None and deliver.kill != value) or deliver.backup_restore:
                 return None
             delivers[position] = dataclasses.replace(deliver, kill=value, power_loss=True)
+        elif kind == "backup_restore":
+            if (deliver.kill is not None and deliver.kill != value) or deliver.power_loss:
+                return None
+            delivers[position] = dataclasses.replace(deliver, kill=value, backup_restore=True)
         elif kind == "before":
             # One switch of a kind per provider: two faults of one kind would overwrite.
             ahead: list[Any] = before[position]
@@ -921,8 +948,8 @@ def _apply(space: Space, faults: Sequence[tuple[Part, ...]]) -> Schedule | None:
             deliver.kill or deliver.duplicate or deliver.midway
         ):
             return None  # a failed commit is a delivery's one fault
-        if deliver.power_loss and deliver.duplicate == "concurrent":
-            return None  # two workers at once: the power goes for both, not one
+        if (deliver.power_loss or deliver.backup_restore) and deliver.duplicate == "concurrent":
+            return None  # two workers at once: the machine goes for both, not one
     steps: list[Step] = []
     for deliver, ahead, extra in zip(delivers, before, after, strict=True):
         steps += ahead

@@ -16,6 +16,14 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CrashpointsError
+from .agentfiles import (
+    Backup,
+    agent_files,
+    install_sync_log,
+    is_sqlite,
+    lose_unsynced_file,
+    synced_sizes,
+)
 from .command import command_output
 from .context import CaseEnv, Context
 from .evidence import Incident, Observation
@@ -84,6 +92,7 @@ def _enter(env: CaseEnv, worker_id: str, task_id: str | None) -> Context:
             where.append((parts.hostname or "127.0.0.1", parts.port or 80))
         install_wire_hooks(addresses, reads=models)
     install_commit_hooks(exclude=[env.run_dir.journals, env.authority_path])
+    install_sync_log(env.path)
     return ctx
 
 
@@ -318,7 +327,15 @@ class CaseRun:
         again: bool = False,
         fail_commit: FailCommit | None = None,
         power_loss: bool = False,
+        backup_restore: bool = False,
     ) -> None:
+        # The agent's files before this delivery: what a power loss falls back to, the
+        # backup a restore puts back, and (fault-free) what tells a file written unsynced.
+        before = (
+            self._agent_files()
+            if power_loss or backup_restore or (self.fault_free and index not in self.delivery_hits)
+            else None
+        )
         who = self._worker_id("worker")
         message = self.scenario.messages[index]
         text = f"message {index} to {who}"
@@ -359,11 +376,87 @@ class CaseRun:
             )
             self.delivery_between[index] = between_calls(hits)
             self.delivery_lossy[index] = tuple(sorted(lossy_databases(hits).items()))
+            if before is not None and self.fault_free:
+                self.delivery_lossy[index] += self._unsynced_files(before)
         self._record(who, outcome, kill)
-        if power_loss:
-            self._lose_power(who, outcome)
+        if power_loss and before is not None:
+            self._lose_power(who, outcome, before)
+        if backup_restore and before is not None:
+            self._restore_backup(who, index, outcome, before)
 
-    def _lose_power(self, who: str, outcome: object) -> None:
+    def _fresh_context(self) -> None:
+        """Close every connection this process holds on the run directory's files (a fresh
+        harness context opens them again when next needed): a copy or a rewrite of the
+        agent's files then drops no lock of ours, and no cached page outlives a rewrite."""
+        self.world.ctx.close()
+        self.world.ctx = Context(self.world.env, "harness")
+
+    def _agent_files(self) -> Backup:
+        with self.world.still():
+            self._fresh_context()
+            return Backup.take(self.env.path)
+
+    def _unsynced_files(self, before: Backup) -> tuple[tuple[str, str], ...]:
+        """The agent's files (not SQLite's) a delivery wrote past what was synced."""
+        if not self._python_worker():
+            return ()
+        synced = synced_sizes(self.env.path)
+        out = []
+        for path in agent_files(self.env.path):
+            relative = path.relative_to(self.env.path).as_posix()
+            if is_sqlite(path) or before.files.get(relative) == path.read_bytes():
+                continue
+            if path.stat().st_size > synced.get(relative, -1):
+                out.append((relative, "file"))
+        return tuple(out)
+
+    def _python_worker(self) -> bool:
+        """Whether the worker runs Python in its process (its syncs are seen)."""
+        from .command import CommandWorker
+
+        return not isinstance(self.scenario.worker, CommandWorker)
+
+    def _restore_backup(self, who: str, index: int, outcome: object, before: Backup) -> None:
+        """After a kill: the agent's files put back from the backup taken before this
+        delivery (the providers keep everything); said in the timeline."""
+        from .._process.outcome import Killed
+
+        if not isinstance(outcome, Killed):
+            said = f"no backup restored: {who} ended before its point"
+        else:
+            with self.world.still():
+                self._fresh_context()
+                changed = before.restore(self.env.path)
+            names = ", ".join(changed) if changed else "nothing had changed"
+            said = (
+                f"backup restored: the agent's files as they were before message {index} was "
+                f"delivered ({names}); the providers keep what was done since"
+            )
+        self.history.add(self.step, self.clock.now(), "power", said, process=who)
+
+    def _lose_unsynced_files(self, before: Backup) -> list[str]:
+        """A power loss of the agent's files that are not SQLite's: each keeps what was
+        synced or there before the delivery, and the first half of the next record."""
+        if not self._python_worker():
+            return ["files other than SQLite's not modelled (the worker is a command: its "
+                    "syncs are not seen)"]
+        synced = synced_sizes(self.env.path)
+        out = []
+        with self.world.still():
+            self._fresh_context()
+            for path in agent_files(self.env.path):
+                relative = path.relative_to(self.env.path).as_posix()
+                if is_sqlite(path):
+                    continue
+                old = before.files.get(relative)
+                if old is not None and path.read_bytes() == old:
+                    continue
+                loss = lose_unsynced_file(self.env.path, relative, old, synced.get(relative))
+                if loss is not None:
+                    out.append(str(loss))
+        return out
+
+    def _lose_power(self, who: str, outcome: object, before: Backup) -> None:
         """After a kill that is a power loss: each database the worker committed to without
         syncing loses what it did not sync (``powerloss.py``); said in the timeline."""
         from .._process.outcome import Killed
@@ -374,14 +467,19 @@ class CaseRun:
             return
         lossy = lossy_databases(getattr(outcome, "hits", ()))
         parts: list[str] = []
-        for name, sync in sorted(lossy.items()):
-            reason = refusal(sync)
-            if reason is not None:
-                parts.append(f"not modelled on {name} ({reason})")
-                continue
-            for path in sorted(self.env.path.rglob(name)):
-                if path.is_file():
-                    parts.append(str(lose_unsynced(path)))
+        with self.world.still():
+            self._fresh_context()
+            for name, sync in sorted(lossy.items()):
+                reason = refusal(sync)
+                if reason is not None:
+                    parts.append(f"not modelled on {name} ({reason})")
+                    continue
+                for path in sorted(self.env.path.rglob(name)):
+                    if path.is_file() and "journals" not in path.relative_to(
+                        self.env.path
+                    ).parts:
+                        parts.append(str(lose_unsynced(path)))
+        parts += self._lose_unsynced_files(before)
         if not parts:
             parts.append(
                 "every database it committed to syncs each commit: nothing more lost than by "
@@ -638,6 +736,7 @@ class CaseRun:
             self.deliver(
                 step.message, step.kill, again=step.message in self.unacked,
                 fail_commit=step.fail_commit, power_loss=step.power_loss,
+                backup_restore=step.backup_restore,
             )
             if step.duplicate == "after":
                 self.observe(f"after the first delivery of message {step.message}")

@@ -20,6 +20,12 @@ def test_a_job_sent_then_marked_is_sent_twice(crashpoints):
     crashpoints.run(worker=worker, messages=[JOB], ledger_view=jobs)
 
 
+def worker_parks(job, ctx):
+    url, key = ctx.base_url("email"), ctx.api_key("email", job["task_id"])
+    return jobs_mailer.handle_parks_the_ambiguous(
+        job, db=ctx.env.path / "jobs.db", api_url=url, api_key=key)
+
+
 def parks_unsynced(job, ctx):
     url, key = ctx.base_url("email"), ctx.api_key("email", job["task_id"])
     return jobs_mailer.handle_parks_the_ambiguous(
@@ -33,3 +39,12 @@ def test_a_pending_row_lost_with_the_power_is_sent_again(crashpoints):
     # synced when the mail goes out; the power goes at B and takes it; the job comes back
     # as new and is sent again. With SQLite's default (FULL) it passes.
     crashpoints.run(worker=parks_unsynced, messages=[JOB], ledger_view=jobs)
+
+
+@pytest.mark.crashpoints(points="B", faults=["backup_restore"], providers=["email"],
+                         mode="exhaustive", expect=1, strict_coverage=False)
+def test_a_job_forgotten_by_a_restored_backup_is_sent_again(crashpoints):
+    # The machine is lost after the send (B) and the job table comes back from the backup
+    # taken before the job: the row that parks it is gone, the job comes back as new, and
+    # the mail API has nothing to look it up by. Every write synced does not help here.
+    crashpoints.run(worker=worker_parks, messages=[JOB], ledger_view=jobs)

@@ -100,3 +100,66 @@ def test_a_plain_kill_keeps_every_commit(tmp_path: Path) -> None:
 def test_a_power_loss_needs_a_kill() -> None:
     with pytest.raises(ValueError, match="power_loss needs a kill"):
         Deliver(0, power_loss=True)
+
+
+def jsonl_worker(message: dict[str, Any], ctx: Any, *, sync: bool) -> str:
+    """A JSON-lines ledger: skip a task with an intent line, else write the intent (synced
+    or not), send the e-mail (B), and write the outcome."""
+    import json
+    import os
+
+    path = ctx.env.path / "ledger.jsonl"
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                if json.loads(line)["task"] == message["task_id"]:
+                    return "seen"
+            except ValueError:
+                continue  # a torn line: the write the power cut
+    with open(path, "a") as out:
+        out.write(json.dumps({"task": message["task_id"], "state": "sending"}) + "\n")
+        out.flush()
+        if sync:
+            os.fsync(out.fileno())
+    httpx.post(
+        ctx.base_url("email") + "/v3/mail/send",
+        headers={"Authorization": f"Bearer {ctx.api_key('email', message['task_id'])}"},
+        json={"personalizations": [{"to": [{"email": message["to"]}]}],
+              "from": {"email": "a@example.com"}, "subject": "s",
+              "content": [{"type": "text/plain", "value": "b"}]},
+        timeout=30,
+    ).raise_for_status()
+    with open(path, "a") as out:
+        out.write(json.dumps({"task": message["task_id"], "state": "sent"}) + "\n")
+    return "sent"
+
+
+def jsonl_scenario(sync: bool) -> Scenario:
+    import dataclasses
+    import functools
+
+    return dataclasses.replace(
+        scenario("WAL", "FULL"), worker=functools.partial(jsonl_worker, sync=sync)
+    )
+
+
+@pytest.mark.parametrize(("sync", "sent", "said"), [
+    (False, 2, "ledger.jsonl lost its last 36 byte(s), never synced (the first 17 of them kept"),
+    (True, 1, "every database it committed to syncs each commit"),
+])
+def test_a_json_lines_ledger_keeps_only_what_it_synced(
+    tmp_path: Path, sync: bool, sent: int, said: str
+) -> None:
+    schedule = Schedule((Deliver(0, KillAt("B", 1), power_loss=True),))
+    result = run_case(jsonl_scenario(sync), schedule, base_dir=tmp_path, keep=True)
+    assert said in result.timeline, result.timeline
+    assert len(result.expected_effects) == sent  # unsynced: the intent lost, sent again
+
+
+def test_a_backup_restore_forgets_what_was_synced_since(tmp_path: Path) -> None:
+    schedule = Schedule((Deliver(0, KillAt("B", 1), backup_restore=True),))
+    result = run_case(jsonl_scenario(True), schedule, base_dir=tmp_path, keep=True)
+    assert "backup restored: the agent's files as they were before message 0" in result.timeline
+    assert "(ledger.jsonl)" in result.timeline
+    assert len(result.expected_effects) == 2  # the synced intent went with the backup
+    assert "restored from a backup taken before this delivery" in str(schedule)

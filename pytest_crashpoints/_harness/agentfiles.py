@@ -1,0 +1,202 @@
+"""The agent's own files in a run directory: what a backup holds, what a restore and a power
+loss act on.
+
+Everything a case's worker and recovery wrote under the run directory is the agent's (its
+SQLite databases, the reference ledger, JSON lines, plain files), except what the harness
+keeps there: the providers' journals (the world: a restore or a power loss of the agent never
+touches them), the authority store, the clock and the logs. SQLite's ``-shm`` files are left
+out too: the WAL index is a cache in shared memory that SQLite rebuilds when the first
+connection opens a database nobody has open.
+
+:class:`Backup` is the agent's files at one instant (taken while no process of the case
+runs); :meth:`Backup.restore` puts them back, removing what was written since.
+:func:`unsynced_files` and :func:`lose_unsynced_file` are a power loss for files that are not
+SQLite's: a file keeps what was synced (``os.fsync``, ``os.fdatasync``: the worker's calls are
+logged by :func:`install_sync_log`) and loses what was written since.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+__all__ = [
+    "Backup",
+    "FileLoss",
+    "agent_files",
+    "install_sync_log",
+    "is_sqlite",
+    "lose_unsynced_file",
+    "synced_sizes",
+]
+
+_HARNESS_DIRS = ("journals", "logs")
+_SQLITE_HEADER = b"SQLite format 3\x00"
+_SQLITE_SUFFIXES = ("-wal", "-shm", "-journal")
+#: The log of the worker's syncs, one per process: ``<path>\t<size>`` per line.
+SYNC_LOG = "logs/syncs-{pid}.tsv"
+
+
+def _harness_owned(relative: str) -> bool:
+    top = relative.split("/", 1)[0]
+    if top in _HARNESS_DIRS or relative.endswith("-shm"):
+        return True
+    if top.startswith("authority.sqlite3"):
+        return True
+    return top == "clock" or top.startswith("clock.")
+
+
+def agent_files(root: Path) -> Iterator[Path]:
+    """The agent's regular files under ``root`` (a run directory), sorted."""
+    found = []
+    for directory, _dirs, files in os.walk(root):
+        for name in files:
+            path = Path(directory) / name
+            relative = path.relative_to(root).as_posix()
+            if not _harness_owned(relative) and path.is_file() and not path.is_symlink():
+                found.append(path)
+    return iter(sorted(found))
+
+
+def is_sqlite(path: Path) -> bool:
+    """A SQLite database, or one of its journals (a WAL, a rollback journal)."""
+    if path.name.endswith(_SQLITE_SUFFIXES):
+        return True
+    try:
+        with open(path, "rb") as file:
+            return file.read(len(_SQLITE_HEADER)) == _SQLITE_HEADER
+    except OSError:
+        return False
+
+
+@dataclasses.dataclass(frozen=True)
+class Backup:
+    """The agent's files at one instant, by path relative to the run directory."""
+
+    files: Mapping[str, bytes]
+
+    @classmethod
+    def take(cls, root: Path) -> Backup:
+        return cls({p.relative_to(root).as_posix(): p.read_bytes() for p in agent_files(root)})
+
+    def restore(self, root: Path) -> list[str]:
+        """Put the files back as they were, remove the agent's files written since, and drop
+        the WAL index of every database (SQLite rebuilds it). Returns what changed, sorted."""
+        changed = []
+        for path in agent_files(root):
+            relative = path.relative_to(root).as_posix()
+            if relative not in self.files:
+                path.unlink()
+                changed.append(relative)
+        for relative, data in sorted(self.files.items()):
+            path = root / relative
+            if not path.exists() or path.read_bytes() != data:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+                changed.append(relative)
+        for directory, _dirs, files in os.walk(root):
+            for name in files:
+                path = Path(directory) / name
+                if name.endswith("-shm") and path.relative_to(root).parts[0] != "journals":
+                    path.unlink()
+        return sorted(set(changed))
+
+
+@dataclasses.dataclass(frozen=True)
+class FileLoss:
+    """What a power loss took from a file that is not SQLite's."""
+
+    relative: str
+    #: Bytes kept (synced, or there before the process started), and bytes lost.
+    kept: int
+    lost: int
+    #: A torn write: the first bytes of what was lost were kept (a record cut in two).
+    torn: int = 0
+
+    def __str__(self) -> str:
+        text = f"{self.relative} lost its last {self.lost} byte(s), never synced"
+        if self.torn:
+            text += f" (the first {self.torn} of them kept: a torn write)"
+        return text
+
+
+def synced_sizes(root: Path) -> dict[str, int]:
+    """The size of each agent file at the last sync any process of the case made of it
+    (their sync logs, in the order of the lines of each)."""
+    sizes: dict[str, int] = {}
+    lines: list[str] = []
+    for log in sorted((root / "logs").glob("syncs-*.tsv")):
+        try:
+            lines += log.read_text(encoding="utf-8").splitlines()
+        except OSError:
+            continue
+    for line in lines:
+        path, _, size = line.rpartition("\t")
+        if path and size.isdigit():
+            try:
+                relative = Path(path).resolve().relative_to(root.resolve()).as_posix()
+            except ValueError:
+                continue
+            sizes[relative] = int(size)
+    return sizes
+
+
+def lose_unsynced_file(
+    root: Path, relative: str, before: bytes | None, synced: int | None, *, torn: bool = True
+) -> FileLoss | None:
+    """A power loss of one file: it keeps the larger of what was there before the process
+    started (``before``, on disk long enough to be written back) and what was synced
+    (``synced`` bytes), as far as both are still a prefix of it; ``torn`` keeps the first
+    half of the first record (line) lost too, as a write cut by the power does. ``None``:
+    nothing to lose."""
+    path = root / relative
+    data = path.read_bytes()
+    keep = 0
+    if before is not None and data.startswith(before):
+        keep = len(before)
+    if synced is not None:
+        keep = max(keep, min(synced, len(data)))
+    if before is not None and not data.startswith(before) and synced is None:
+        # Rewritten in place, never synced: the old content comes back.
+        path.write_bytes(before)
+        return FileLoss(relative, len(before), len(data))
+    if keep >= len(data):
+        return None
+    cut = 0
+    if torn:
+        record = data[keep:].split(b"\n", 1)[0]
+        cut = len(record) // 2  # a record of 1 byte is lost whole
+    with open(path, "r+b") as file:
+        file.truncate(keep + cut)
+    return FileLoss(relative, keep, len(data) - keep, cut)
+
+
+def install_sync_log(root: Path) -> None:
+    """In a worker process: log each ``os.fsync`` / ``os.fdatasync`` of a file under
+    ``root`` (its path and size after the sync) to this process's sync log."""
+    if getattr(os.fsync, "_crashpoints_logged", False):
+        return
+    log_path = root / SYNC_LOG.format(pid=os.getpid())
+    real_fsync, real_fdatasync = os.fsync, os.fdatasync
+    prefix = str(root.resolve()) + os.sep
+
+    def logged(real: object) -> object:
+        def sync(fd: object) -> None:
+            real(fd)  # type: ignore[operator]
+            number = fd if isinstance(fd, int) else fd.fileno()  # type: ignore[attr-defined]
+            try:
+                path = os.readlink(f"/proc/self/fd/{number}")
+                size = os.fstat(number).st_size
+            except OSError:
+                return
+            if path.startswith(prefix):
+                with open(log_path, "a", encoding="utf-8") as log:
+                    log.write(f"{path}\t{size}\n")
+
+        sync._crashpoints_logged = True  # type: ignore[attr-defined]
+        return sync
+
+    os.fsync = logged(real_fsync)  # type: ignore[assignment]
+    os.fdatasync = logged(real_fdatasync)  # type: ignore[assignment]
