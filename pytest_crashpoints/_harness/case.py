@@ -231,6 +231,9 @@ class Ending:
     rerun: RecoveryRerun
     #: Every answer the case's models made (or could not make), in order.
     model_calls: tuple[ModelCall, ...] = ()
+    #: Why the ledger could not be read after the case (a record torn by a power loss and
+    #: written over, a file that is not a database any more); ``None``: it was read.
+    unreadable: str | None = None
 
 
 def conclude(run: CaseRun, replay: KilledRecoveryReplay) -> Ending:
@@ -263,6 +266,11 @@ def conclude(run: CaseRun, replay: KilledRecoveryReplay) -> Ending:
             ledger_changes = (f"recovery had not settled after {QUIET_ROUNDS} quiet-phase runs",)
     view = world.view()
     attempts, events = tuple(view.attempts()), tuple(view.events())
+    unreadable = None
+    if world.unreadable is not None:
+        if run.fault_free:
+            raise world.unreadable  # the fault-free run's ledger must read: set up wrong
+        unreadable = f"{type(world.unreadable).__name__}: {world.unreadable}"
     requests = tuple(world.requests(run.deliveries))
     authority_history = tuple(world.authority_history())
     columns = getattr(view, "provides", None)
@@ -277,6 +285,20 @@ def conclude(run: CaseRun, replay: KilledRecoveryReplay) -> Ending:
         ledger_columns=columns,
         rerun=RecoveryRerun(ledger_changes, new_requests, killed_diff, killed_at),
         model_calls=calls,
+        unreadable=unreadable,
+    )
+
+
+def _unreadable(why: str) -> Violation:
+    return Violation(
+        2,
+        message=(
+            f"the ledger cannot be read after this schedule ({why}), so no attempt can be "
+            "shown to agree with the provider. The fault-free run's ledger read: the faults "
+            "left it so. A crash or a power loss may cut the last record a writer had not "
+            "synced; skip a torn last record when reading, and cut it off before appending "
+            "the next."
+        ),
     )
 
 
@@ -315,6 +337,8 @@ def verdict(
         )
     own, failed_checks = check_own(evidence, run.scenario.invariants)
     violations = (*check_all(evidence), *own)
+    if ending.unreadable is not None:
+        violations = (_unreadable(ending.unreadable), *violations)
     run.errors += failed_checks
     if any(error.startswith(INCONCLUSIVE) for error in run.errors):
         violations = ()  # a process was cut short: what it left proves nothing either way

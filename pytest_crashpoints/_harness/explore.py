@@ -221,7 +221,7 @@ class _Explorer:
     def _place_power_loss(self, space: Space) -> None:
         """A power loss is tried where the fault-free run committed without syncing; where
         it never did, or where the settings could corrupt the file, the report says why."""
-        from .powerloss import describe, refusal
+        from .powerloss import refusal
 
         refused = {
             f"power loss on {name} ({reason})"
@@ -234,12 +234,11 @@ class _Explorer:
             space.lossy_of(i) for i in range(space.messages)
         ):
             self.report.declared = tuple(p for p in self.report.declared if p != label)
-            seen = sorted({describe(sync) for found in space.lossy for _, sync in found})
             self.report.not_applicable.append(
-                "power loss: every SQLite commit of the worker is synced before it returns "
-                + (f"({', '.join(seen)})" if seen else "(SQLite's default synchronous=FULL, "
-                   "or no database)")
-                + ", so a power loss keeps what a kill keeps"
+                "power loss: nothing the worker wrote can be lost to it (each SQLite commit is "
+                "synced before it returns: synchronous=FULL or EXTRA, or a rollback journal; "
+                "and no file of its own was written past what it synced), so a power loss "
+                "keeps what a kill keeps"
             )
 
     def placed(self, space: Space) -> Space:

@@ -268,7 +268,7 @@ class Deliver:
         text = f"deliver message {self.message}"
         if self.kill and self.power_loss:
             text += (
-                f", power lost at {self.kill.point} (hit {self.kill.hit}): its databases keep "
+                f", power lost at {self.kill.point} (hit {self.kill.hit}): its files keep "
                 "only what they synced"
             )
         elif self.kill:

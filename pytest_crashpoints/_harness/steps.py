@@ -132,6 +132,7 @@ class CaseRun:
 
     def __init__(self, world: World, *, fresh: bool = True) -> None:
         self.world = world
+        world.unreadable = None  # a case begins: its ledger has not failed to read
         self.scenario: Scenario = world.scenario
         self.env = world.env
         self.clock = world.clock
@@ -432,6 +433,10 @@ class CaseRun:
                 f"backup restored: the agent's files as they were before message {index} was "
                 f"delivered ({names}); the providers keep what was done since"
             )
+            self.incidents.append(
+                Incident(self.clock.now(), f"the agent's files were restored from a backup "
+                         f"taken before message {index} ({names})")
+            )
         self.history.add(self.step, self.clock.now(), "power", said, process=who)
 
     def _lose_unsynced_files(self, before: Backup) -> list[str]:
@@ -487,6 +492,7 @@ class CaseRun:
             )
         said = "; ".join(parts)
         self.history.add(self.step, self.clock.now(), "power", f"power lost: {said}", process=who)
+        self.incidents.append(Incident(self.clock.now(), f"the power was lost ({said})"))
 
     def deliver_midway(self, index: int, midway: Midway) -> None:
         """Deliver message ``index`` and, while its worker waits at the midway point,

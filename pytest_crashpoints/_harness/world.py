@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING
+import sqlite3
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .._ledger.authority import Authority
 from .._ledger.records import Attempt, Event, QueueEntry
+from ..errors import LedgerError
 from .authority_store import AuthorityChange
 from .context import CaseEnv, Context, authority_fingerprint, key_secret, make_provider
 from .evidence import ProviderRequest
@@ -50,6 +52,9 @@ class World:
         from .authority_store import AuthorityStore
 
         self.scenario = scenario
+        #: Why the ledger view could not be read during the current case (``None``: it
+        #: could); reset when a case begins (``CaseRun``).
+        self.unreadable: Exception | None = None
         env.run_dir.journals.mkdir(parents=True, exist_ok=True)
         self.clock: HarnessClock = HarnessClock(env.clock_path)
         self.providers: dict[str, Provider] = {
@@ -265,11 +270,13 @@ class World:
 
     def view(self) -> LedgerView:
         """The ledger the invariants read: the scenario's view, or the reference ledger (if
-        the case's processes used it; a case without either has no ledger)."""
+        the case's processes used it; a case without either has no ledger). A ledger the
+        case's faults left unreadable reads as empty, and the first reason is kept in
+        :attr:`unreadable` for the verdict."""
         if self.scenario.ledger_view is not None:
-            return self.scenario.ledger_view(self.ctx)
+            return _Guarded(self.scenario.ledger_view(self.ctx), self)
         if "ledger" in self.ctx.__dict__ or self.env.ledger_path.exists():
-            return self.ctx.ledger
+            return _Guarded(self.ctx.ledger, self)
         return _NO_LEDGER
 
     def requests(self, deliveries: Mapping[str, int] | None = None) -> list[ProviderRequest]:
@@ -391,6 +398,44 @@ class _NoLedger:
 
 
 _NO_LEDGER = _NoLedger()
+
+_UNREADABLE = (LedgerError, sqlite3.DatabaseError)
+
+
+class _Guarded:
+    """A ledger view read after faults: what cannot be read (a record torn by a power loss
+    and written over, a database file that is no longer one) reads as empty, and the first
+    error is kept (``World.unreadable``): the verdict reports it, and the fault-free run
+    raises it."""
+
+    def __init__(self, view: LedgerView, world: World) -> None:
+        self._view = view
+        self._world = world
+
+    def _read(self, read: Callable[[], Sequence[Any]]) -> Sequence[Any]:
+        try:
+            return read()
+        except _UNREADABLE as exc:
+            if self._world.unreadable is None:
+                self._world.unreadable = exc
+            return []
+
+    def attempts(self) -> Sequence[Attempt]:
+        return self._read(self._view.attempts)
+
+    def queue(self) -> Sequence[QueueEntry]:
+        return self._read(self._view.queue)
+
+    def events(self) -> Sequence[Event]:
+        return self._read(self._view.events)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return getattr(self._view, name)
+        except _UNREADABLE as exc:  # ``provides`` reads the file too
+            if self._world.unreadable is None:
+                self._world.unreadable = exc
+            raise AttributeError(name) from exc
 
 
 def _preamble(request: httpx.Request, response: httpx.Response) -> bytes:

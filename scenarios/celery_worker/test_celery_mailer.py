@@ -14,21 +14,16 @@ run on the processes engine (every schedule from scratch, every kill real). Skip
 ``redis-server`` or Celery is missing (CI installs both).
 """
 
-import contextlib
 import importlib.util
-import shutil
-import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pytest_crashpoints import SQLiteLedgerView, State
+from scenarios.redis_server import REDIS, redis_server
 
-REDIS = shutil.which("redis-server")
 MISSING = [
     what
     for what, ok in [
@@ -51,26 +46,8 @@ STATES["review"] = State.MANUAL_REVIEW
 @pytest.fixture
 def broker() -> Iterator[str]:
     """A private ``redis-server`` on a Unix socket for one test, stopped and reaped after."""
-    assert REDIS is not None
-    with tempfile.TemporaryDirectory(prefix="crashpoints-redis-") as folder:
-        socket = Path(folder) / "redis.sock"
-        argv = [REDIS, "--port", "0", "--unixsocket", str(socket), "--unixsocketperm", "700"]
-        argv += ["--save", "", "--appendonly", "no", "--dir", folder]
-        server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            deadline = time.monotonic() + 10.0
-            while not socket.exists():
-                if server.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"redis-server did not start ({' '.join(argv)})")
-                time.sleep(0.01)
-            yield f"redis+socket://{socket}"
-        finally:
-            server.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                server.wait(timeout=10)
-            if server.poll() is None:
-                server.kill()
-                server.wait(timeout=10)
+    with redis_server() as socket:
+        yield f"redis+socket://{socket}"
 
 
 def jobs(ctx):

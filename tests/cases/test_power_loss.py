@@ -163,3 +163,30 @@ def test_a_backup_restore_forgets_what_was_synced_since(tmp_path: Path) -> None:
     assert "(ledger.jsonl)" in result.timeline
     assert len(result.expected_effects) == 2  # the synced intent went with the backup
     assert "restored from a backup taken before this delivery" in str(schedule)
+
+
+def test_a_ledger_left_unreadable_by_a_torn_write_is_a_violation_of_the_case(
+    tmp_path: Path,
+) -> None:
+    """The unsynced intent line is torn by the power; the redelivery appends after it, and
+    the file no longer parses: the case fails with invariant 2 and the reason, never as a
+    set-up error (the fault-free run's ledger read)."""
+    import dataclasses
+
+    from pytest_crashpoints import JSONLinesLedgerView, State
+
+    def view(ctx: Any) -> JSONLinesLedgerView:
+        return JSONLinesLedgerView(
+            ctx.env.path / "ledger.jsonl", fields={"attempt_id": "task"},
+            states={"sending": State.DISPATCHED, "sent": State.OUTCOME_CONFIRMED},
+        )
+
+    scenario = dataclasses.replace(jsonl_scenario(False), ledger_view=view)
+    schedule = Schedule((Deliver(0, KillAt("B", 1), power_loss=True),))
+    result = run_case(scenario, schedule, base_dir=tmp_path)
+    unreadable = [v for v in result.violations if "cannot be read" in v.message]
+    assert [v.invariant for v in unreadable] == [2]
+    assert "ledger.jsonl:1 is not JSON" in unreadable[0].message
+    assert result.errors == ()
+    clean = run_case(scenario, Schedule((Deliver(0),)), base_dir=tmp_path)
+    assert clean.violations == () and clean.errors == ()

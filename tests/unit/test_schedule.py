@@ -315,7 +315,9 @@ def test_fault_kinds_partition_the_single_faults() -> None:
         for kind in FAULT_KINDS
     }
     assert all(by_kind.values()), [kind for kind, found in by_kind.items() if not found]
-    assert set().union(*by_kind.values()) == every
+    # A backup restored is tried only when chosen: every other kind makes up the default.
+    assert set().union(*(v for k, v in by_kind.items() if k != "backup_restore")) == every
+    assert not by_kind["backup_restore"] & every
     for one, other in itertools.combinations(by_kind, 2):
         assert not by_kind[one] & by_kind[other], (one, other)
     lost = by_kind["lose_response"]
@@ -480,4 +482,5 @@ def test_covering_schedules_label_every_kind_of_fault() -> None:
     labels = {label for label, _ in covering_schedules(space)}
     wanted = {"failed commit", "duplicated request", "session lost", "refused", "power lost"}
     assert wanted <= labels
-    assert set(KIND_LABELS.values()) - {"F", "search lag"} <= labels | {"F"}
+    assert set(KIND_LABELS.values()) - {"F", "search lag", "backup restored"} <= labels | {"F"}
+    assert "backup restored" not in labels  # only when chosen

@@ -1,0 +1,30 @@
+"""The RQ job of ``mailer.py``: the mailer that parks a job it finds half done
+(``scenarios/jobs_mailer.py``). RQ imports it by name in the worker, so it lives in a module."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from rq import get_current_job
+
+from scenarios import jobs_mailer
+
+
+def mail_job(job: dict[str, str]) -> str:
+    """Mail one job; print each run, and whether RQ ran it again (a retry)."""
+    current = get_current_job()
+    retries = int(current.meta.get("retries", 0)) if current is not None else 0
+    again = current is not None and current.retries_left is not None and (
+        current.retries_left < retries
+    )
+    print(f"rq job {job['task_id']}: {'run again by RQ (a retry)' if again else 'run'}",
+          flush=True)
+    status = jobs_mailer.handle_parks_the_ambiguous(
+        job,
+        db=Path(os.environ["CRASHPOINTS_RUN_DIR"]) / "jobs.db",
+        api_url=os.environ["CRASHPOINTS_EMAIL_URL"],
+        api_key=os.environ["CRASHPOINTS_EMAIL_KEY"],
+    )
+    print(f"rq job {job['task_id']}: {status}", flush=True)
+    return status

@@ -1,0 +1,69 @@
+"""An RQ worker, crash-tested as a command (``mailer.py``): the harness starts the worker for
+a job, kills it with a real ``SIGKILL`` mid-job (at B: the mail is sent and the job has not
+seen the answer), and starts it again, as your supervisor would. What happens to the job then
+is RQ's decision, observed: its maintenance finds the job abandoned in the
+``StartedJobRegistry`` and requeues it if it has retries left, or fails it for good.
+
+- RQ's default, no ``Retry``: the abandoned job is moved to the ``FailedJobRegistry`` and never
+  runs again; the mailer's row stays ``pending``, a job stuck half done (invariant 2). The
+  worker's output shows RQ's own record of it (``AbandonedJobError``).
+- ``Retry(max=3)``: RQ runs the job again; the mailer finds its ``pending`` row and parks the
+  job for review instead of mailing twice. It passes.
+
+The broker's state lives in ``redis-server``, outside the case's run directory: these tests
+run on the processes engine (every schedule from scratch, every kill real). Skipped where
+``redis-server`` or RQ is missing (CI installs both).
+"""
+
+import importlib.util
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_crashpoints import SQLiteLedgerView, State
+from scenarios.redis_server import REDIS, redis_server
+
+MISSING = [
+    what
+    for what, ok in [
+        ("redis-server (apt-get install redis-server)", REDIS is not None),
+        ("rq (pip install rq)", importlib.util.find_spec("rq")),
+    ]
+    if not ok
+]
+pytestmark = pytest.mark.skipif(bool(MISSING), reason=f"the RQ scenario needs {', '.join(MISSING)}")
+
+MAILER = str(Path(__file__).with_name("mailer.py"))
+JOB = {"task_id": "job-7", "recipient": "ada@example.com", "body": "Invoice 7: 120 EUR"}
+STATES = {"pending": State.DISPATCHED, "sent": State.OUTCOME_CONFIRMED,
+          "review": State.MANUAL_REVIEW}
+
+
+@pytest.fixture
+def broker() -> Iterator[str]:
+    with redis_server() as socket:
+        yield f"unix://{socket}"
+
+
+def jobs(ctx):
+    columns = {"attempt_id": "id", "state": "status"}
+    return SQLiteLedgerView(ctx.env.path / "jobs.db", table="jobs", columns=columns, states=STATES)
+
+
+@pytest.mark.crashpoints(points="B", providers=["email"], mode="exhaustive", timeout=60,
+                         engine="processes", strict_coverage=False)
+def test_a_job_with_retries_is_run_again_by_rq_and_parked(crashpoints, broker):
+    report = crashpoints.run(command=[sys.executable, MAILER, "3", broker], messages=[JOB],
+                             ledger_view=jobs)
+    assert report.killed["B"]
+
+
+@pytest.mark.crashpoints(points="B", providers=["email"], mode="exhaustive", timeout=60,
+                         engine="processes", strict_coverage=False, expect=2)
+def test_rqs_default_fails_an_abandoned_job_for_good(crashpoints, broker):
+    report = crashpoints.run(command=[sys.executable, MAILER, "0", broker], messages=[JOB],
+                             ledger_view=jobs)
+    assert str(report.failure.schedule) == "deliver message 0, kill at B (hit 1)"
+    assert "AbandonedJobError" in report.failure.timeline
