@@ -236,3 +236,63 @@ def test_an_sdk_retry_after_a_lost_answer_is_caught_by_the_lost_answer_alone(
     assert "kill" not in test["failure"]["schedule_text"]
     assert test["schedules"], "the report lists the cases it ran"
     assert all("kill" not in run["schedule_text"] for run in test["schedules"])
+
+
+#: The scenarios of queues, engines and storage faults: each file (or the tests ``-k`` picks
+#: in it), what it needs, and the verdict of each of its tests.
+REACH = [
+    ("rq_worker/test_rq_mailer.py", "", ("redis-server", "rq"), {
+        "test_a_job_with_retries_is_run_again_by_rq_and_parked": "passed",
+        "test_rqs_default_fails_an_abandoned_job_for_good": "caught",
+    }),
+    ("huey_worker/test_huey_mailer.py", "", ("huey",), {
+        "test_pending_jobs_enqueued_again_at_startup_survive_a_kill": "passed",
+        "test_hueys_default_loses_the_task_of_a_killed_worker": "caught",
+    }),
+    ("dramatiq_worker/test_dramatiq_mailer.py", "", ("redis-server", "dramatiq"), {
+        "test_an_actor_that_parks_a_half_done_job_survives_redelivery": "passed",
+        "test_an_actor_that_is_not_idempotent_mails_twice_on_redelivery": "caught",
+    }),
+    ("test_dbos_charger.py", "", ("dbos",), {
+        "test_a_step_keyed_by_its_workflow_charges_once": "passed",
+    }),
+    ("broken/test_dbos_charger.py", "", ("dbos",), {
+        "test_a_step_without_a_key_charges_again_when_dbos_recovers_it": "caught",
+    }),
+    ("test_order_charger.py", "power or backup", (), {
+        "test_a_stable_key_survives_a_power_loss": "passed",
+        "test_a_stable_key_survives_a_restored_backup": "passed",
+    }),
+    ("broken/test_jobs_mailer.py", "power or backup", (), {
+        "test_a_pending_row_lost_with_the_power_is_sent_again": "caught",
+        "test_a_job_forgotten_by_a_restored_backup_is_sent_again": "caught",
+    }),
+    ("test_jobs_mailer.py", "power", (), {
+        "test_with_sqlites_default_sync_a_power_loss_is_a_kill": "passed",
+    }),
+]
+
+
+@pytest.mark.parametrize(
+    ("target", "pick", "needs", "verdicts"), REACH, ids=[f"{t}[{k}]" for t, k, _, _ in REACH]
+)
+def test_queue_engine_and_storage_scenarios_pass_and_their_broken_twins_are_caught(
+    pytester: pytest.Pytester, target: str, pick: str, needs: tuple[str, ...],
+    verdicts: dict[str, str],
+) -> None:
+    """A queue's own redelivery (or loss) of a killed worker's job, a durable engine's own
+    recovery, a power loss and a restored backup: each good scenario passes, each broken one
+    is caught, as the gate runs them."""
+    import importlib.util
+    import shutil
+
+    missing = [
+        what for what in needs
+        if (shutil.which(what) if what == "redis-server" else importlib.util.find_spec(what))
+        is None
+    ]
+    if missing:
+        pytest.skip(f"{target} cannot run without {', '.join(missing)}")
+    options = ("-k", pick) if pick else ()
+    result, tests = _run_scenario(pytester, SCENARIOS / target, *options)
+    assert {name: test["verdict"] for name, test in tests.items()} == verdicts, result.outlines

@@ -1,0 +1,66 @@
+"""A Dramatiq worker (Redis broker), crash-tested as a command (``mailer.py``): the harness
+starts the worker for a job, kills it with a real ``SIGKILL`` mid-message (at B: the mail is
+sent, the actor has not seen the answer), and starts it again, as your supervisor would. The
+message runs again because Dramatiq's broker puts a dead worker's unacknowledged messages back
+on the queue (its heartbeat ran out), not because the harness says so: at least once.
+
+The actor that sends, then marks its row sent is not idempotent: run again after a kill at B,
+it mails twice (invariant 1). The actor that parks a job it finds half done passes.
+
+The broker's state lives in ``redis-server``: these tests run on the processes engine. Skipped
+where ``redis-server`` or Dramatiq is missing (CI installs both).
+"""
+
+import importlib.util
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_crashpoints import SQLiteLedgerView, State
+from scenarios.redis_server import REDIS, redis_server
+
+MISSING = [
+    what
+    for what, ok in [
+        ("redis-server (apt-get install redis-server)", REDIS is not None),
+        ("dramatiq[redis] (pip install 'dramatiq[redis]')", importlib.util.find_spec("dramatiq")),
+    ]
+    if not ok
+]
+pytestmark = pytest.mark.skipif(
+    bool(MISSING), reason=f"the Dramatiq scenario needs {', '.join(MISSING)}"
+)
+
+MAILER = str(Path(__file__).with_name("mailer.py"))
+JOB = {"task_id": "job-7", "recipient": "ada@example.com", "body": "Invoice 7: 120 EUR"}
+STATES = {"pending": State.DISPATCHED, "sent": State.OUTCOME_CONFIRMED,
+          "review": State.MANUAL_REVIEW}
+
+
+@pytest.fixture
+def broker() -> Iterator[str]:
+    with redis_server() as socket:
+        yield f"unix://{socket}"
+
+
+def jobs(ctx):
+    columns = {"attempt_id": "id", "state": "status"}
+    return SQLiteLedgerView(ctx.env.path / "jobs.db", table="jobs", columns=columns, states=STATES)
+
+
+@pytest.mark.crashpoints(points="B", providers=["email"], mode="exhaustive", timeout=60,
+                         engine="processes", strict_coverage=False)
+def test_an_actor_that_parks_a_half_done_job_survives_redelivery(crashpoints, broker):
+    report = crashpoints.run(command=[sys.executable, MAILER, "parks-the-ambiguous", broker],
+                             messages=[JOB], ledger_view=jobs)
+    assert report.killed["B"]
+
+
+@pytest.mark.crashpoints(points="B", providers=["email"], mode="exhaustive", timeout=60,
+                         engine="processes", strict_coverage=False, expect=1)
+def test_an_actor_that_is_not_idempotent_mails_twice_on_redelivery(crashpoints, broker):
+    report = crashpoints.run(command=[sys.executable, MAILER, "sends-then-marks", broker],
+                             messages=[JOB], ledger_view=jobs)
+    assert str(report.failure.schedule) == "deliver message 0, kill at B (hit 1)"
