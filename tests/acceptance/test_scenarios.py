@@ -259,6 +259,12 @@ REACH = [
     ("broken/test_dbos_charger.py", "", ("dbos",), {
         "test_a_step_without_a_key_charges_again_when_dbos_recovers_it": "caught",
     }),
+    ("test_approval_graph.py", "", ("langgraph",), {
+        "test_an_approved_refund_is_made_once_across_crashes": "passed",
+    }),
+    ("broken/test_approval_graph.py", "", ("langgraph",), {
+        "test_a_resumed_node_refunds_again_after_a_kill": "caught",
+    }),
     ("test_order_charger.py", "power or backup", (), {
         "test_a_stable_key_survives_a_power_loss": "passed",
         "test_a_stable_key_survives_a_restored_backup": "passed",
