@@ -52,7 +52,7 @@ class JSONLinesLedgerView(SQLiteLedgerView):
         path: str | os.PathLike[str],
         *,
         fields: Mapping[str, str] | None = None,
-        states: Mapping[str, State] | None = None,
+        states: Mapping[Any, State] | None = None,
         constants: Mapping[str, object] | None = None,
         args_fields: Sequence[str] = (),
         authority_of: Callable[[str, float], Authority | None] | None = None,

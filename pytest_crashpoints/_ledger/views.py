@@ -118,7 +118,7 @@ class SQLiteLedgerView:
         table: str | None = None,
         query: str | None = None,
         columns: Mapping[str, str] | None = None,
-        states: Mapping[str, State] | None = None,
+        states: Mapping[Any, State] | None = None,
         constants: Mapping[str, object] | None = None,
         args_columns: Sequence[str] = (),
         events_table: str | None = None,
@@ -135,7 +135,8 @@ class SQLiteLedgerView:
         self.table = table or "attempts"
         self.query = query
         self.columns = dict(columns or {})
-        self.states = dict(states or {})
+        # By the text of the value: a column of integers (0, 1) maps as well as one of words.
+        self.states = {str(key): state for key, state in (states or {}).items()}
         self.constants = dict(constants or {})
         self.args_columns = tuple(args_columns)
         self.events_table = events_table
@@ -243,7 +244,7 @@ class SQLiteLedgerView:
             return present | {_ROWID}, rows.fetchall()
 
     def _state(self, value: object) -> State:
-        if value in self.states:
+        if str(value) in self.states:
             return self.states[str(value)]
         try:
             return State(str(value))

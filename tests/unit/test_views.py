@@ -279,3 +279,24 @@ def test_a_bad_query_is_a_clear_error(tmp_path: Path) -> None:
         SQLiteLedgerView(path, query="SELECT id AS attempt_id FROM orders").attempts()
     with pytest.raises(LedgerError, match="table= and query= both say where"):
         SQLiteLedgerView(path, table="orders", query="SELECT 1")
+
+
+def test_states_of_a_column_of_integers_map_by_their_value(tmp_path: Path) -> None:
+    """``states={0: ..., 1: ...}`` for a flag column (``sent INTEGER``): each row maps by its
+    value, whether the keys are the integers or their text (the text of an unmapped value is
+    named in the error)."""
+
+    db = tmp_path / "orders.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE outbox (id TEXT, sent INTEGER)")
+        conn.executemany("INSERT INTO outbox VALUES (?, ?)", [("a", 0), ("b", 1), ("c", 2)])
+    for states in ({0: State.DISPATCHED, 1: State.OUTCOME_CONFIRMED},
+                   {"0": State.DISPATCHED, "1": State.OUTCOME_CONFIRMED}):
+        view = SQLiteLedgerView(db, query="SELECT * FROM outbox WHERE id != 'c'",
+                                columns={"attempt_id": "id", "state": "sent"}, states=states)
+        assert [(a.attempt_id, a.state) for a in view.attempts()] == [
+            ("a", State.DISPATCHED), ("b", State.OUTCOME_CONFIRMED)]
+    view = SQLiteLedgerView(db, table="outbox", columns={"attempt_id": "id", "state": "sent"},
+                            states={0: State.DISPATCHED, 1: State.OUTCOME_CONFIRMED})
+    with pytest.raises(LedgerError, match="state 2 in"):
+        view.attempts()
