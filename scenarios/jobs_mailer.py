@@ -59,6 +59,20 @@ def _send(job: Mapping[str, Any], *, api_url: str, api_key: str) -> None:
     response.raise_for_status()
 
 
+def record_queued(job: Mapping[str, Any], *, db: str | Path) -> None:
+    """What a producer does before it enqueues a job: record it ``queued`` (nothing if the job
+    has a row already), so a job a queue loses before it starts can be found again."""
+    conn = _open(db)
+    try:
+        with conn:
+            conn.execute(
+                "INSERT OR IGNORE INTO jobs VALUES (?, ?, ?, 'queued')",
+                (job["task_id"], job["recipient"], job["body"]),
+            )
+    finally:
+        conn.close()
+
+
 def handle_sends_then_marks(
     job: Mapping[str, Any], *, db: str | Path, api_url: str, api_key: str
 ) -> str:
@@ -85,19 +99,20 @@ def handle_parks_the_ambiguous(
     job: Mapping[str, Any], *, db: str | Path, api_url: str, api_key: str,
     synchronous: str | None = None,
 ) -> str:
-    """The fix: a job found ``pending`` may have been sent; park it for review."""
+    """The fix: a job found ``pending`` may have been sent; park it for review. (A job found
+    ``queued``, recorded by its producer before it was enqueued, was never started.)"""
     conn = _open(db, synchronous)
     try:
         row = conn.execute("SELECT status FROM jobs WHERE id = ?", (job["task_id"],)).fetchone()
         if row is not None and row[0] in ("sent", "review"):
             return str(row[0])
-        if row is not None:  # pending: a worker died between its send and its mark
+        if row is not None and row[0] != "queued":  # pending: died between send and mark
             with conn:
                 conn.execute("UPDATE jobs SET status = 'review' WHERE id = ?", (job["task_id"],))
             return "review"
         with conn:
             conn.execute(
-                "INSERT INTO jobs VALUES (?, ?, ?, 'pending')",
+                "INSERT OR REPLACE INTO jobs VALUES (?, ?, ?, 'pending')",
                 (job["task_id"], job["recipient"], job["body"]),
             )
         _send(job, api_url=api_url, api_key=api_key)

@@ -245,13 +245,19 @@ REACH = [
         "test_a_job_with_retries_is_run_again_by_rq_and_parked": "passed",
         "test_rqs_default_fails_an_abandoned_job_for_good": "caught",
     }),
-    ("huey_worker/test_huey_mailer.py", "", ("huey",), {
-        "test_pending_jobs_enqueued_again_at_startup_survive_a_kill": "passed",
+    ("test_huey_mailer.py", "", ("huey",), {
+        "test_lost_jobs_enqueued_again_at_startup_survive_every_kill": "passed",
+    }),
+    ("broken/test_huey_mailer.py", "", ("huey",), {
         "test_hueys_default_loses_the_task_of_a_killed_worker": "caught",
     }),
     ("dramatiq_worker/test_dramatiq_mailer.py", "", ("redis-server", "dramatiq"), {
         "test_an_actor_that_parks_a_half_done_job_survives_redelivery": "passed",
         "test_an_actor_that_is_not_idempotent_mails_twice_on_redelivery": "caught",
+    }),
+    ("procrastinate_worker/test_procrastinate_mailer.py", "", ("initdb", "procrastinate"), {
+        "test_stalled_jobs_retried_by_a_periodic_task_survive_a_kill": "passed",
+        "test_procrastinates_default_leaves_a_killed_workers_job_doing": "caught",
     }),
     ("test_dbos_charger.py", "", ("dbos",), {
         "test_a_step_keyed_by_its_workflow_charges_once": "passed",
@@ -298,11 +304,16 @@ def test_queue_engine_and_storage_scenarios_pass_and_their_broken_twins_are_caug
     import importlib.util
     import shutil
 
-    missing = [
-        what for what in needs
-        if (shutil.which(what) if what == "redis-server" else importlib.util.find_spec(what))
-        is None
-    ]
+    from scenarios.postgres_server import POSTGRES_BIN
+
+    def there(what: str) -> bool:
+        if what == "initdb":
+            return POSTGRES_BIN is not None
+        if what == "redis-server":
+            return shutil.which(what) is not None
+        return importlib.util.find_spec(what) is not None
+
+    missing = [what for what in needs if not there(what)]
     if missing:
         pytest.skip(f"{target} cannot run without {', '.join(missing)}")
     options = ("-k", pick) if pick else ()

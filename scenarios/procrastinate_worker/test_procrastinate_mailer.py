@@ -1,0 +1,75 @@
+"""A procrastinate worker (PostgreSQL), crash-tested as a command (``mailer.py``): the harness
+starts the worker for a job, kills it with a real ``SIGKILL`` mid-job (at B: the mail is sent,
+the job has not seen the answer), and starts it again, as your supervisor would.
+
+Procrastinate leaves a killed worker's job ``doing`` and does not take it back by itself: the
+restarted worker finds nothing to do, and the mailer's row stays ``pending`` for good
+(invariant 2; the worker's output shows the job's status, ``doing``). The fix is a periodic
+task that retries stalled jobs (procrastinate's ``get_stalled_jobs`` and ``retry_job``): the
+job runs again, finds its row and is parked. It passes.
+
+The jobs live in a private PostgreSQL server (one for the module, on a Unix socket), outside
+the case's run directory: these tests run on the processes engine, each case's queue named
+for its run directory. Skipped where PostgreSQL or procrastinate is missing (CI installs both).
+"""
+
+import importlib.util
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_crashpoints import SQLiteLedgerView, State
+from scenarios.postgres_server import POSTGRES_BIN, postgres_server
+
+MISSING = [
+    what
+    for what, ok in [
+        ("PostgreSQL (apt-get install postgresql)", POSTGRES_BIN is not None),
+        ("procrastinate (pip install procrastinate)", importlib.util.find_spec("procrastinate")),
+    ]
+    if not ok
+]
+pytestmark = pytest.mark.skipif(
+    bool(MISSING), reason=f"the procrastinate scenario needs {', '.join(MISSING)}"
+)
+
+MAILER = str(Path(__file__).with_name("mailer.py"))
+JOB = {"task_id": "job-7", "recipient": "ada@example.com", "body": "Invoice 7: 120 EUR"}
+STATES = {"pending": State.DISPATCHED, "sent": State.OUTCOME_CONFIRMED,
+          "review": State.MANUAL_REVIEW}
+
+
+@pytest.fixture(scope="module")
+def database() -> Iterator[str]:
+    """A private PostgreSQL with procrastinate's schema, for the tests of this module."""
+    import procrastinate
+
+    with postgres_server() as dsn:
+        app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=dsn))
+        with app.open():
+            app.schema_manager.apply_schema()
+        yield dsn
+
+
+def jobs(ctx):
+    columns = {"attempt_id": "id", "state": "status"}
+    return SQLiteLedgerView(ctx.env.path / "jobs.db", table="jobs", columns=columns, states=STATES)
+
+
+@pytest.mark.crashpoints(points="B", providers=["email"], mode="exhaustive", timeout=60,
+                         engine="processes", strict_coverage=False)
+def test_stalled_jobs_retried_by_a_periodic_task_survive_a_kill(crashpoints, database):
+    report = crashpoints.run(command=[sys.executable, MAILER, "retry-stalled", database],
+                             messages=[JOB], ledger_view=jobs)
+    assert report.killed["B"]
+
+
+@pytest.mark.crashpoints(points="B", providers=["email"], mode="exhaustive", timeout=60,
+                         engine="processes", strict_coverage=False, expect=2)
+def test_procrastinates_default_leaves_a_killed_workers_job_doing(crashpoints, database):
+    report = crashpoints.run(command=[sys.executable, MAILER, "default", database],
+                             messages=[JOB], ledger_view=jobs)
+    assert str(report.failure.schedule) == "deliver message 0, kill at B (hit 1)"
+    assert "job-7: doing" in report.failure.timeline
