@@ -10,7 +10,8 @@ Kept thin and cheap to import: every pytest run of every user imports it, so the
   used.
 - Each test's result travels on its report as JSON (so it comes back from xdist workers);
   the terminal summary aggregates them, ``--crashpoints-report PATH`` writes them and
-  ``--crashpoints-html PATH`` draws them. The seed, cases, verdict, invariants broken and
+  ``--crashpoints-html PATH`` draws them, ``--crashpoints-otel PATH`` exports each failing
+  case as an OpenTelemetry trace. The seed, cases, verdict, invariants broken and
   replay token also go to the JUnit XML, as properties of the test (``record_property``'s
   mechanism).
 - On a terminal, a live line per running crash test shows its progress (under xdist the
@@ -363,6 +364,20 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             terminalreporter.write_line(
                 f"crashpoints: could not write the HTML report to {options.html!r}: "
                 f"{exc.strerror or exc}; check --crashpoints-html.",
+                red=True,
+            )
+    if options is not None and options.otel:
+        import json
+
+        from ._plugin.otel import otlp_traces
+
+        document = report_document(results, seed=config.stash[seed_key], interrupted=interrupted)
+        try:
+            write_text(Path(options.otel), json.dumps(otlp_traces(document), indent=1) + "\n")
+        except OSError as exc:
+            terminalreporter.write_line(
+                f"crashpoints: could not write the traces to {options.otel!r}: "
+                f"{exc.strerror or exc}; check --crashpoints-otel.",
                 red=True,
             )
     if not results:

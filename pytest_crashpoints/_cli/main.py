@@ -5,7 +5,8 @@ Subcommands:
 - ``crashpoints gate [PATHS...] [-- PYTEST ARGS]``: run the crash suites as a deployment gate.
 - ``crashpoints replay TOKEN``: run the one schedule of a failure report against its test.
 - ``crashpoints show REPORT.json``: the timeline and evidence of each failure in a report;
-  ``--schedules TEST``: the schedules a test ran; ``--html -o PATH``: the HTML report.
+  ``--schedules TEST``: the schedules a test ran; ``--html -o PATH``: the HTML report;
+  ``--otel -o PATH``: the failing cases as OpenTelemetry traces.
 - ``crashpoints queue [--json] LEDGER``: the operator's view of a reference ledger: every
   in-flight, UNKNOWN and MANUAL_REVIEW attempt. Exit 0 when the queue is empty, 1 when there is
   work left, 2 on an error (one line on stderr).
@@ -106,7 +107,8 @@ def _parser() -> argparse.ArgumentParser:
         description=(
             "Print the failures of a report (exit 0 when no test failed, 1 when one did); "
             "with --schedules TEST, the schedules that test ran; with --html, write the HTML "
-            "report instead (exit 0). Exit 2 on an error."
+            "report instead, with --otel its failing cases as OpenTelemetry traces "
+            "(OTLP/JSON) (exit 0). Exit 2 on an error."
         ),
     )
     show.add_argument("report", metavar="REPORT.json", help="a --crashpoints-report file")
@@ -119,10 +121,16 @@ def _parser() -> argparse.ArgumentParser:
         "--html", action="store_true", help="write the HTML report (see -o) instead of printing"
     )
     show.add_argument(
+        "--otel",
+        action="store_true",
+        help="write each failing case as an OpenTelemetry trace (OTLP/JSON, see -o)",
+    )
+    show.add_argument(
         "-o",
         "--output",
         metavar="PATH",
-        help="where --html writes (default: REPORT with the suffix .html)",
+        help="where --html or --otel writes (default: REPORT with the suffix .html, or "
+        ".otlp.json)",
     )
     queue = sub.add_parser(
         "queue",
@@ -171,10 +179,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "show":
         from .show import show
 
-        if args.output and not args.html:
-            parser.error("-o/--output goes with --html")
-        if args.html and args.schedules:
-            parser.error("--html and --schedules do not go together")
+        if args.output and not (args.html or args.otel):
+            parser.error("-o/--output goes with --html or --otel")
+        if sum(map(bool, (args.html, args.otel, args.schedules is not None))) > 1:
+            parser.error("--html, --otel and --schedules do not go together")
+        if args.otel:
+            from .show import show_otel
+
+            report_path = Path(args.report)
+            output = (
+                Path(args.output) if args.output else report_path.with_suffix(".otlp.json")
+            )
+            return show_otel(report_path, output)
         if args.html:
             from .show import show_html
 

@@ -142,3 +142,34 @@ def show_html(path: Path, output: Path, *, out: TextIO | None = None) -> int:
         return GATE_ERROR
     print(f"wrote {output}", file=out)
     return 0
+
+
+def show_otel(path: Path, output: Path, *, out: TextIO | None = None) -> int:
+    """Write the failing cases of a JSON report as OpenTelemetry traces (OTLP/JSON) to
+    ``output``. 0 when written, 2 on an error."""
+    import json
+
+    from .._plugin.otel import otlp_traces
+
+    out = out or sys.stdout
+    try:
+        if output.resolve() == path.resolve():
+            raise CrashpointsError(
+                f"the traces would overwrite the report itself ({output}); pass -o PATH."
+            )
+        document = load_report(path)
+        traces = otlp_traces(document)
+        write_atomically(output, json.dumps(traces, indent=1) + "\n")
+    except CrashpointsError as exc:
+        print(f"crashpoints show: error: {exc}", file=sys.stderr)
+        return GATE_ERROR
+    except OSError as exc:
+        print(
+            f"crashpoints show: error: cannot write {output}: {exc.strerror or exc}",
+            file=sys.stderr,
+        )
+        return GATE_ERROR
+    spans = traces["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    cases = sum(1 for span in spans if "parentSpanId" not in span)
+    print(f"wrote {output}: {cases} failing case(s), {len(spans)} span(s)", file=out)
+    return 0

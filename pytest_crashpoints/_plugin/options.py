@@ -214,6 +214,14 @@ OPTIONS = (
         "PATH",
     ),
     Option(
+        "otel",
+        "write each failing case as an OpenTelemetry trace (OTLP/JSON) to PATH: a span per "
+        "process and per tool call (gen_ai attributes), kills and faults as events",
+        _report_path,
+        None,
+        "PATH",
+    ),
+    Option(
         "timeout",
         "wall-clock bound of each worker or recovery process, in seconds (default: 30)",
         _positive_float,
@@ -256,6 +264,7 @@ class SessionOptions:
     replay: str | None
     report: str | None
     html: str | None
+    otel: str | None
     timeout: float
     strict_coverage: bool
 
