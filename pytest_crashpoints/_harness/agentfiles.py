@@ -79,6 +79,9 @@ class Backup:
 
     @classmethod
     def take(cls, root: Path) -> Backup:
+        """The agent's files now. Only while no process writes them and this process holds
+        no SQLite connection on them: closing a descriptor of a file drops every POSIX lock
+        the process holds on it (the caller closes the harness's connections first)."""
         return cls({p.relative_to(root).as_posix(): p.read_bytes() for p in agent_files(root)})
 
     def restore(self, root: Path) -> list[str]:

@@ -330,13 +330,10 @@ class CaseRun:
         power_loss: bool = False,
         backup_restore: bool = False,
     ) -> None:
-        # The agent's files before this delivery: what a power loss falls back to, the
-        # backup a restore puts back, and (fault-free) what tells a file written unsynced.
-        before = (
-            self._agent_files()
-            if power_loss or backup_restore or (self.fault_free and index not in self.delivery_hits)
-            else None
-        )
+        # The agent's files before this delivery: what a power loss falls back to, and the
+        # backup a restore puts back (taken only for those: copying them means settling and
+        # holding the servers, and closing the harness's own connections on the files).
+        before = self._agent_files() if power_loss or backup_restore else None
         who = self._worker_id("worker")
         message = self.scenario.messages[index]
         text = f"message {index} to {who}"
@@ -377,8 +374,8 @@ class CaseRun:
             )
             self.delivery_between[index] = between_calls(hits)
             self.delivery_lossy[index] = tuple(sorted(lossy_databases(hits).items()))
-            if before is not None and self.fault_free:
-                self.delivery_lossy[index] += self._unsynced_files(before)
+            if self.fault_free:
+                self.delivery_lossy[index] += self._unsynced_files()
         self._record(who, outcome, kill)
         if power_loss and before is not None:
             self._lose_power(who, outcome, before)
@@ -397,17 +394,19 @@ class CaseRun:
             self._fresh_context()
             return Backup.take(self.env.path)
 
-    def _unsynced_files(self, before: Backup) -> tuple[tuple[str, str], ...]:
-        """The agent's files (not SQLite's) a delivery wrote past what was synced."""
+    def _unsynced_files(self) -> tuple[tuple[str, str], ...]:
+        """The agent's files (not SQLite's) that hold more than their last sync (by size; a
+        file never synced counts): a power loss would take something from them."""
         if not self._python_worker():
             return ()
         synced = synced_sizes(self.env.path)
         out = []
         for path in agent_files(self.env.path):
             relative = path.relative_to(self.env.path).as_posix()
-            if is_sqlite(path) or before.files.get(relative) == path.read_bytes():
+            if is_sqlite(path):
                 continue
-            if path.stat().st_size > synced.get(relative, -1):
+            size = path.stat().st_size
+            if size and size > synced.get(relative, -1):
                 out.append((relative, "file"))
         return tuple(out)
 
