@@ -33,6 +33,7 @@ crash state is exact. Every failure it reports is confirmed by a real kill (``ex
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import shutil
@@ -50,7 +51,7 @@ from .quiet import needs_recovery, quiet, replay_error
 from .rundir import RunDir
 from .scenario import Scenario
 from .schedule import RECOVERY_POINTS, Deliver, KillAt, Schedule, Step
-from .steps import CaseRun, _deliver_entry, _recover_entry
+from .steps import CaseRun, _deliver_entry, _recover_entry, fork_server_for
 from .world import World
 
 if TYPE_CHECKING:
@@ -198,21 +199,32 @@ class StatesEngine:
         self.scenario = scenario
         #: Bytes of file contents kept before only the most used states are (``KEEP_BUDGET``).
         self.keep_budget = keep_budget
-        self.run_dir = RunDir.create(base_dir, name)
-        env = CaseEnv(str(self.run_dir.path), scenario.providers, scenario.transport_points)
-        self.blobs = Blobs()
-        self.reader = RunDirReader(self.run_dir.path)
-        self.world = World(scenario, env)
-        self.nodes: dict[tuple[Step, ...], _Node] = {}
-        self.recordings: dict[tuple[tuple[Step, ...], int], _Recording] = {}
-        self.continuations: dict[tuple[Any, ...], _Continuation] = {}
-        self.results: dict[tuple[Schedule, bool], CaseResult] = {}
-        #: How many schedules each checked state stood for (statistics for the report).
-        self.checked = 0
-        self.shared = 0
-        run = CaseRun(self.world)
-        run.observe("set-up")
-        self._keep((), run)
+        # Workers are forked from a fork server started now, before this world's server
+        # threads: a worker forked from a process with other threads busy (a provider's
+        # server, a thread of the caller's) can inherit a lock one of them held at that
+        # instant, and hang at its start until it is timed out. (Inside explore() or
+        # run_case() the server they started is used.)
+        self._forks = contextlib.ExitStack()
+        self._forks.enter_context(fork_server_for(scenario))
+        try:
+            self.run_dir = RunDir.create(base_dir, name)
+            env = CaseEnv(str(self.run_dir.path), scenario.providers, scenario.transport_points)
+            self.blobs = Blobs()
+            self.reader = RunDirReader(self.run_dir.path)
+            self.world = World(scenario, env)
+            self.nodes: dict[tuple[Step, ...], _Node] = {}
+            self.recordings: dict[tuple[tuple[Step, ...], int], _Recording] = {}
+            self.continuations: dict[tuple[Any, ...], _Continuation] = {}
+            self.results: dict[tuple[Schedule, bool], CaseResult] = {}
+            #: How many schedules each checked state stood for (statistics for the report).
+            self.checked = 0
+            self.shared = 0
+            run = CaseRun(self.world)
+            run.observe("set-up")
+            self._keep((), run)
+        except BaseException:
+            self._forks.close()
+            raise
 
     def statistics(self) -> dict[str, int]:
         """What the engine did: crash states checked (each a quiet phase and replay), cases
@@ -225,10 +237,13 @@ class StatesEngine:
         }
 
     def close(self) -> None:
-        self.world.close()
-        self.reader.close()
-        self.blobs.clear()
-        shutil.rmtree(self.run_dir.path, ignore_errors=True)
+        try:
+            self.world.close()
+            self.reader.close()
+            self.blobs.clear()
+            shutil.rmtree(self.run_dir.path, ignore_errors=True)
+        finally:
+            self._forks.close()
 
     def __enter__(self) -> StatesEngine:
         return self
