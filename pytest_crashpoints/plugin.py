@@ -354,10 +354,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                 f"{exc.strerror or exc}; check --crashpoints-report.",
                 red=True,
             )
+    document: dict[str, Any] = {}
+    if options is not None and (options.html or options.otel):
+        document = report_document(results, seed=config.stash[seed_key], interrupted=interrupted)
     if options is not None and options.html:
         from ._plugin.html import render_html
 
-        document = report_document(results, seed=config.stash[seed_key], interrupted=interrupted)
         try:
             write_text(Path(options.html), render_html(document))
         except OSError as exc:
@@ -367,13 +369,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                 red=True,
             )
     if options is not None and options.otel:
-        import json
+        from ._plugin.otel import render_otlp
 
-        from ._plugin.otel import otlp_traces
-
-        document = report_document(results, seed=config.stash[seed_key], interrupted=interrupted)
         try:
-            write_text(Path(options.otel), json.dumps(otlp_traces(document), indent=1) + "\n")
+            write_text(Path(options.otel), render_otlp(document))
         except OSError as exc:
             terminalreporter.write_line(
                 f"crashpoints: could not write the traces to {options.otel!r}: "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -119,28 +120,38 @@ def _one_test(tests: list[dict[str, Any]], wanted: str, path: Path) -> dict[str,
     )
 
 
-def show_html(path: Path, output: Path, *, out: TextIO | None = None) -> int:
-    """Write the HTML report of a JSON report to ``output``. 0 when written, 2 on an error."""
-    from .._plugin.html import render_html
-
-    out = out or sys.stdout
+def _write_derived(
+    path: Path, output: Path, what: str, render: Callable[[dict[str, Any]], str],
+    out: TextIO | None,
+) -> str | None:
+    """Write ``render(report)`` to ``output``; the text written, or ``None`` after saying on
+    stderr why not (the caller exits 2)."""
     try:
         if output.resolve() == path.resolve():
             raise CrashpointsError(
-                f"the HTML would overwrite the report itself ({output}); pass -o PATH."
+                f"the {what} would overwrite the report itself ({output}); pass -o PATH."
             )
-        document = load_report(path)
-        write_atomically(output, render_html(document))
+        text = render(load_report(path))
+        write_atomically(output, text)
     except CrashpointsError as exc:
         print(f"crashpoints show: error: {exc}", file=sys.stderr)
-        return GATE_ERROR
+        return None
     except OSError as exc:
         print(
             f"crashpoints show: error: cannot write {output}: {exc.strerror or exc}",
             file=sys.stderr,
         )
+        return None
+    return text
+
+
+def show_html(path: Path, output: Path, *, out: TextIO | None = None) -> int:
+    """Write the HTML report of a JSON report to ``output``. 0 when written, 2 on an error."""
+    from .._plugin.html import render_html
+
+    if _write_derived(path, output, "HTML", render_html, out) is None:
         return GATE_ERROR
-    print(f"wrote {output}", file=out)
+    print(f"wrote {output}", file=out or sys.stdout)
     return 0
 
 
@@ -149,27 +160,13 @@ def show_otel(path: Path, output: Path, *, out: TextIO | None = None) -> int:
     ``output``. 0 when written, 2 on an error."""
     import json
 
-    from .._plugin.otel import otlp_traces
+    from .._plugin.otel import render_otlp
 
-    out = out or sys.stdout
-    try:
-        if output.resolve() == path.resolve():
-            raise CrashpointsError(
-                f"the traces would overwrite the report itself ({output}); pass -o PATH."
-            )
-        document = load_report(path)
-        traces = otlp_traces(document)
-        write_atomically(output, json.dumps(traces, indent=1) + "\n")
-    except CrashpointsError as exc:
-        print(f"crashpoints show: error: {exc}", file=sys.stderr)
+    text = _write_derived(path, output, "traces", render_otlp, out)
+    if text is None:
         return GATE_ERROR
-    except OSError as exc:
-        print(
-            f"crashpoints show: error: cannot write {output}: {exc.strerror or exc}",
-            file=sys.stderr,
-        )
-        return GATE_ERROR
-    spans = traces["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    spans = json.loads(text)["resourceSpans"][0]["scopeSpans"][0]["spans"]
     cases = sum(1 for span in spans if "parentSpanId" not in span)
-    print(f"wrote {output}: {cases} failing case(s), {len(spans)} span(s)", file=out)
+    print(f"wrote {output}: {cases} failing case(s), {len(spans)} span(s)",
+          file=out or sys.stdout)
     return 0

@@ -22,7 +22,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-__all__ = ["otlp_traces"]
+__all__ = ["otlp_traces", "render_otlp"]
 
 #: 2026-01-01T00:00:00Z: where the harness clock's 0 is put.
 EPOCH_NS = 1_767_225_600 * 10**9
@@ -187,3 +187,8 @@ def otlp_traces(document: Mapping[str, Any]) -> dict[str, Any]:
             }],
         }]
     }
+
+
+def render_otlp(document: Mapping[str, Any]) -> str:
+    """:func:`otlp_traces` as the text of the file."""
+    return json.dumps(otlp_traces(document), indent=1) + "\n"

@@ -25,6 +25,17 @@ from pytest_crashpoints.harness import (
 MESSAGE = {"task_id": "t-1", "to": "ada@example.com"}
 
 
+def send_email(message: dict[str, Any], ctx: Any) -> None:
+    httpx.post(
+        ctx.base_url("email") + "/v3/mail/send",
+        headers={"Authorization": f"Bearer {ctx.api_key('email', message['task_id'])}"},
+        json={"personalizations": [{"to": [{"email": message["to"]}]}],
+              "from": {"email": "a@example.com"}, "subject": "s",
+              "content": [{"type": "text/plain", "value": "b"}]},
+        timeout=30,
+    ).raise_for_status()
+
+
 def worker(message: dict[str, Any], ctx: Any, *, journal: str, synchronous: str) -> str:
     """Row 1, a checkpoint, rows 2 and 3, then the e-mail (B), then row 4."""
     conn = sqlite3.connect(ctx.env.path / "app.db", isolation_level=None)
@@ -36,14 +47,7 @@ def worker(message: dict[str, Any], ctx: Any, *, journal: str, synchronous: str)
     conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
     conn.execute("INSERT INTO t VALUES (2)")
     conn.execute("INSERT INTO t VALUES (3)")
-    httpx.post(
-        ctx.base_url("email") + "/v3/mail/send",
-        headers={"Authorization": f"Bearer {ctx.api_key('email', message['task_id'])}"},
-        json={"personalizations": [{"to": [{"email": message["to"]}]}],
-              "from": {"email": "a@example.com"}, "subject": "s",
-              "content": [{"type": "text/plain", "value": "b"}]},
-        timeout=30,
-    ).raise_for_status()
+    send_email(message, ctx)
     conn.execute("INSERT INTO t VALUES (4)")
     conn.close()
     return "done"
@@ -121,14 +125,7 @@ def jsonl_worker(message: dict[str, Any], ctx: Any, *, sync: bool) -> str:
         out.flush()
         if sync:
             os.fsync(out.fileno())
-    httpx.post(
-        ctx.base_url("email") + "/v3/mail/send",
-        headers={"Authorization": f"Bearer {ctx.api_key('email', message['task_id'])}"},
-        json={"personalizations": [{"to": [{"email": message["to"]}]}],
-              "from": {"email": "a@example.com"}, "subject": "s",
-              "content": [{"type": "text/plain", "value": "b"}]},
-        timeout=30,
-    ).raise_for_status()
+    send_email(message, ctx)
     with open(path, "a") as out:
         out.write(json.dumps({"task": message["task_id"], "state": "sent"}) + "\n")
     return "sent"
