@@ -75,6 +75,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[options_key] = options
     config.stash[seed_origin_key] = ""
     config.stash[seed_key] = _session_seed(config, options)
+    from ._harness import scratch
+
+    scratch.configure(options.run_dir)
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistHooks(), "crashpoints-xdist")
     _set_up_progress(config)
@@ -219,8 +222,13 @@ class _ScheduleListing:
             reporter.write_line(f"    {line}")
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    return f"Using --crashpoints-seed={config.stash[seed_key]}{config.stash[seed_origin_key]}"
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    from ._harness import scratch
+
+    return [
+        f"Using --crashpoints-seed={config.stash[seed_key]}{config.stash[seed_origin_key]}",
+        f"crashpoints: {scratch.describe()}",
+    ]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -340,6 +348,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     results = collect(terminalreporter)
     options = config.stash.get(options_key, None)
     interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+    # A replay runs one schedule whatever the shard: its report is not a shard's.
+    shard = options.shard if options is not None and options.replay is None else None
     if options is not None and options.report:
         try:
             write_report(
@@ -347,6 +357,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                 results,
                 seed=config.stash[seed_key],
                 interrupted=interrupted,
+                shard=shard,
             )
         except OSError as exc:  # checked at start-up, but the disk may have changed since
             terminalreporter.write_line(
@@ -356,7 +367,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             )
     document: dict[str, Any] = {}
     if options is not None and (options.html or options.otel):
-        document = report_document(results, seed=config.stash[seed_key], interrupted=interrupted)
+        document = report_document(
+            results, seed=config.stash[seed_key], interrupted=interrupted, shard=shard
+        )
     if options is not None and options.html:
         from ._plugin.html import render_html
 

@@ -7,6 +7,8 @@ Subcommands:
 - ``crashpoints show REPORT.json``: the timeline and evidence of each failure in a report;
   ``--schedules TEST``: the schedules a test ran; ``--html -o PATH``: the HTML report;
   ``--otel -o PATH``: the failing cases as OpenTelemetry traces.
+- ``crashpoints merge A.json B.json ... -o merged.json``: the reports of the shards of one
+  run (``--crashpoints-shard=K/N``) as one report.
 - ``crashpoints queue [--json] LEDGER``: the operator's view of a reference ledger: every
   in-flight, UNKNOWN and MANUAL_REVIEW attempt. Exit 0 when the queue is empty, 1 when there is
   work left, 2 on an error (one line on stderr).
@@ -132,6 +134,24 @@ def _parser() -> argparse.ArgumentParser:
         help="where --html or --otel writes (default: REPORT with the suffix .html, or "
         ".otlp.json)",
     )
+    merge = sub.add_parser(
+        "merge",
+        formatter_class=_Help,
+        help="combine the reports of the shards of one run into one report",
+        description=(
+            "Combine the JSON reports of every shard of one run (--crashpoints-shard=K/N) "
+            "into the report one machine would have written: each test's schedules in one "
+            "machine's order, each case once, coverage and strict coverage counted on the "
+            "union, the failure one machine would have stopped at. Exit 0 when written, 2 on "
+            "an error (reports of different runs, a shard missing or given twice), when "
+            "nothing is written."
+        ),
+        epilog=f"Documentation: {DOCS_URL}cli.md#crashpoints-merge",
+    )
+    merge.add_argument("reports", metavar="REPORT.json", nargs="+", help="the report of each shard")
+    merge.add_argument(
+        "-o", "--output", metavar="PATH", required=True, help="where the merged report goes"
+    )
     queue = sub.add_parser(
         "queue",
         help="list the in-flight, UNKNOWN and MANUAL_REVIEW attempts of a ledger",
@@ -172,6 +192,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .queue import queue
 
         return queue(Path(args.ledger), as_json=args.json)
+    if args.command == "merge":
+        from .merge import merge
+
+        return merge([Path(report) for report in args.reports], Path(args.output))
     if args.command == "replay":
         from .replay import replay
 

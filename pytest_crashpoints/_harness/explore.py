@@ -80,6 +80,11 @@ class CrashSettings:
     #: The kinds of fault to inject (``schedule.FAULT_KINDS``); ``None``: every kind the
     #: points allow.
     faults: tuple[str, ...] | None = None
+    #: ``(K, N)``: run shard K of N of the schedules (``None``: all of them). Exhaustive
+    #: mode runs the faulted schedules whose enumeration index ``i`` has ``i % N == K - 1``;
+    #: Hypothesis runs ``max_examples / N`` (rounded up) with a seed of the shard's own.
+    #: Every shard runs the fault-free case.
+    shard: tuple[int, int] | None = None
 
 
 def _replay_command(nodeid: str, token: str) -> str:
@@ -167,10 +172,10 @@ class _Explorer:
         #: How many jobs ran the exhaustive phase (1: it ran one case at a time, or not at all).
         self.jobs_used = 1
 
-    def run(self, schedule: Schedule, phase: str) -> CaseResult:
+    def run(self, schedule: Schedule, phase: str, *, index: int | None = None) -> CaseResult:
         started = time.monotonic()
         result, difference = self._case(schedule, self.engine)
-        self._count(result, phase, time.monotonic() - started, difference)
+        self._count(result, phase, time.monotonic() - started, difference, index=index)
         return result
 
     def _case(self, schedule: Schedule, engine: StatesEngine | None) -> Ran:
@@ -208,9 +213,11 @@ class _Explorer:
         phase: str,
         seconds: float,
         difference: dict[str, Any] | None = None,
+        *,
+        index: int | None = None,
     ) -> None:
         """Put a case's result in the report (in schedule order: the caller's job)."""
-        self.report.count(result, phase=phase, seconds=seconds)
+        self.report.count(result, phase=phase, seconds=seconds, index=index)
         if difference is not None:
             self.report.differences.append(difference)
         if self.disagreement is None and self.settings.engine == "compare":
@@ -372,27 +379,33 @@ class _Explorer:
         return result
 
     def exhaustive(self, space: Space) -> None:
-        # The fault-free run already passed.
-        todo = [
+        # The fault-free run already passed. Each faulted schedule keeps its index in the
+        # enumeration (which is deterministic), whatever shard runs it: the reports of the
+        # shards merge back into the order one machine runs them in.
+        faulted = (
             schedule
             for schedule in enumerate_schedules(space, max_faults=self.settings.max_faults)
             if schedule.faults
-        ]
+        )
+        index, total = self.settings.shard or (1, 1)
+        mine = [(i, s) for i, s in enumerate(faulted) if i % total == index - 1]
+        todo = [schedule for _, schedule in mine]
         self.plan(len(todo))
         jobs = min(self.settings.jobs, len(todo))
         if jobs > 1:
             self.jobs_used = jobs
-            self._exhaustive_jobs(todo, jobs)
+            self._exhaustive_jobs(todo, jobs, indices=[i for i, _ in mine])
             return
-        for schedule in todo:
-            result = self.run(schedule, "exhaustive")
+        for i, schedule in mine:
+            result = self.run(schedule, "exhaustive", index=i)
             if not result.passed:
                 self.fail(result)
                 return
 
-    def _exhaustive_jobs(self, todo: list[Schedule], jobs: int) -> None:
+    def _exhaustive_jobs(self, todo: list[Schedule], jobs: int, *, indices: list[int]) -> None:
         """``todo`` on ``jobs`` jobs (``jobs.py``), each with an engine of its own; the report
-        is the one a single job gives."""
+        is the one a single job gives. ``indices``: each schedule's enumeration index."""
+        handed_back = iter(indices)  # the results come back in schedule order
         with contextlib.ExitStack() as stack:
             engines: list[StatesEngine | None] = [self.engine]
             for n in range(1, jobs):
@@ -412,7 +425,7 @@ class _Explorer:
                 return lambda schedule: self._case(schedule, engine)
 
             def counted(ran: Ran, seconds: float) -> None:
-                self._count(ran[0], "exhaustive", seconds, ran[1])
+                self._count(ran[0], "exhaustive", seconds, ran[1], index=next(handed_back))
 
             failed = run_in_order(
                 todo,
@@ -443,6 +456,11 @@ class _Explorer:
         }
         if self.settings.max_examples is not None:
             options["max_examples"] = self.settings.max_examples
+        if self.settings.shard is not None:
+            # Each shard draws its share of the examples, from a seed of its own.
+            total = self.settings.shard[1]
+            wanted = options.get("max_examples", hsettings().max_examples)
+            options["max_examples"] = max(1, -(-wanted // total))
         self.plan(options.get("max_examples", hsettings().max_examples))
 
         def crash_schedule(schedule: Schedule) -> None:
@@ -461,7 +479,8 @@ class _Explorer:
         if self.settings.seed is not None:
             # Over --hypothesis-seed too: the seed in the report and the replay token is the
             # one used (the plugin takes --hypothesis-seed as the seed when none is given).
-            test = seed(self.settings.seed)(test)
+            # A shard's is derived from it, and the report keeps the run's.
+            test = seed(shard_seed(self.settings.seed, self.settings.shard))(test)
         # Applied after seed(), which turns the example database off: the profile's database
         # stays on, so a failing schedule is replayed first next time. One entry per test.
         test = hsettings(**options)(test)
@@ -523,6 +542,15 @@ def _shrinking_without_a_time_limit() -> Iterator[None]:
         yield
     finally:
         engine.MAX_SHRINKING_SECONDS = limit
+
+
+def shard_seed(seed: int, shard: tuple[int, int] | None) -> int:
+    """The seed Hypothesis draws shard ``(K, N)``'s schedules from: ``seed`` itself for the
+    whole run, otherwise one derived from it and the shard (the same on every machine)."""
+    if shard is None:
+        return seed
+    digest = hashlib.sha256(f"pytest-crashpoints shard {shard[0]}/{shard[1]} of {seed}".encode())
+    return int.from_bytes(digest.digest()[:8], "big")
 
 
 def _is_flaky(exc: BaseException) -> bool:

@@ -62,7 +62,8 @@ class ScheduleRun:
     """One case an exploration ran: where its schedule came from (``phase``: ``fault-free``,
     ``exhaustive``, ``hypothesis``, ``coverage`` or ``replay``), the schedule in words, the
     verdict (``passed`` or ``failed``), the invariants it broke, the fingerprint of its final
-    state and its wall time."""
+    state and its wall time; what it counts for the coverage table, and, for an exhaustive
+    schedule, its place in the enumeration (what merging the reports of shards orders by)."""
 
     phase: str
     schedule_text: str
@@ -71,10 +72,19 @@ class ScheduleRun:
     invariants: tuple[int | str, ...]
     fingerprint: str
     seconds: float
+    #: The index of an exhaustive schedule among the faulted schedules enumerated (``None``
+    #: for the other phases).
+    index: int | None = None
+    #: The points and kinds of fault the case reached (once each), and the point of each
+    #: kill that took effect: what it adds to the report's ``reached`` and ``killed``.
+    reached: tuple[str, ...] = ()
+    killed: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["invariants"] = list(self.invariants)
+        data["reached"] = list(self.reached)
+        data["killed"] = list(self.killed)
         data["seconds"] = round(self.seconds, 3)
         return data
 
@@ -157,6 +167,7 @@ class ExplorationReport:
                 for point in sorted(set(self.declared) | set(self.reached))
             },
             "recovered": self.recovered,
+            "declared": list(self.declared),
             "unreached": self.unreached,
             "unkilled": self.unkilled,
             "unchecked": self.unchecked,
@@ -169,9 +180,20 @@ class ExplorationReport:
             "model": {"calls": self.model_calls, "asked_again": self.model_reasks},
         }
 
-    def count(self, result: CaseResult, *, phase: str = "", seconds: float = 0.0) -> None:
-        """Count one case run (``phase`` and ``seconds``: see :class:`ScheduleRun`)."""
+    def count(
+        self,
+        result: CaseResult,
+        *,
+        phase: str = "",
+        seconds: float = 0.0,
+        index: int | None = None,
+    ) -> None:
+        """Count one case run (``phase``, ``seconds`` and ``index``: see
+        :class:`ScheduleRun`)."""
         self.cases += 1
+        reached = [point for point, hits in result.hits.items() if hits]
+        reached += sorted(fault_kinds(result.schedule.steps))
+        killed = [kill.partition("#")[0] for kill in result.kills]
         self.schedules.append(
             ScheduleRun(
                 phase=phase,
@@ -182,16 +204,15 @@ class ExplorationReport:
                 ),
                 fingerprint=result.fingerprint,
                 seconds=seconds,
+                index=index,
+                reached=tuple(reached),
+                killed=tuple(killed),
             )
         )
-        for point, hits in result.hits.items():
-            if hits:
-                self.reached[point] = self.reached.get(point, 0) + 1
-        for kill in result.kills:
-            point = kill.partition("#")[0]
+        for point in reached:
+            self.reached[point] = self.reached.get(point, 0) + 1
+        for point in killed:
             self.killed[point] = self.killed.get(point, 0) + 1
-        for kind in fault_kinds(result.schedule.steps):
-            self.reached[kind] = self.reached.get(kind, 0) + 1
         if result.kills and result.passed:
             self.recovered += 1
         self.model_calls += result.model_calls

@@ -9,9 +9,9 @@ Layout (names are stable; tools and reports refer to them)::
         clock                the harness clock (+ clock.lock)
         logs/                worker and harness logs
 
-``base`` is pytest's per-session tmp path (``tmp_path_factory.getbasetemp()``), which is
-already distinct per xdist worker; the random suffix keeps two cases (or two runs of one case)
-apart inside it.
+The directory is made in memory where the system allows it (``scratch.py``) and moved to
+``base`` only when it is kept; ``base`` is pytest's per-test ``tmp_path`` (already distinct
+per xdist worker); the random suffix keeps two cases (or two runs of one case) apart.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from .._process.clock import HarnessClock
 from ..errors import HarnessError
+from . import scratch
 from .authority_store import AuthorityStore
 
 if TYPE_CHECKING:
@@ -41,6 +42,8 @@ class RunDir:
         self.path = path
         self._clock: HarnessClock | None = None
         self._closed = False
+        #: Where the directory goes if it is kept, when it was made in memory (``scratch``).
+        self._keep_in: Path | None = None
 
     @classmethod
     def create(cls, base: str | Path, case: str) -> RunDir:
@@ -51,10 +54,29 @@ class RunDir:
         base = Path(base)
         base.mkdir(parents=True, exist_ok=True)
         stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", case).strip("._")[-60:] or "case"
-        path = Path(tempfile.mkdtemp(prefix=f"{stem}-", dir=base))
+        memory = scratch.root()
+        path = Path(tempfile.mkdtemp(prefix=f"{stem}-", dir=memory or base))
         (path / "journals").mkdir()
         (path / "logs").mkdir()
-        return cls(path)
+        run = cls(path)
+        if memory is not None:
+            run._keep_in = base
+        return run
+
+    @staticmethod
+    def place(where: str | None, *, memory: Path = scratch.MEMORY) -> None:
+        """Where run directories are made from now on, in this process: ``"memory"`` (the
+        default: ``memory``, ``/dev/shm``, when it is a writable tmpfs with room; else the
+        disk), ``"disk"`` (the ``base`` given to :meth:`create`), or a directory. ``None``:
+        as ``PYTEST_CRASHPOINTS_RUN_DIR`` says (``--crashpoints-run-dir`` sets it for pytest).
+        A bad value raises :class:`~pytest_crashpoints.errors.HarnessUsageError`."""
+        scratch.configure(where, memory=memory)
+
+    @staticmethod
+    def placement() -> tuple[Path | None, str]:
+        """The directory run directories are made in (``None``: each ``base``, on disk) and
+        why, in words (the session header prints them)."""
+        return scratch.root(), scratch.describe()
 
     @property
     def ledger_path(self) -> Path:
@@ -126,6 +148,11 @@ class RunDir:
         if passed:
             shutil.rmtree(self.path, ignore_errors=True)
             return None
+        if self._keep_in is not None and self.path.exists():
+            # Made in memory: the evidence is moved where the caller keeps its files.
+            kept = self._keep_in / self.path.name
+            shutil.move(self.path, kept)
+            self.path, self._clock = kept, None
         return self.path
 
     def __enter__(self) -> RunDir:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,25 @@ def _flag(text: str) -> bool:
     if lowered in ("0", "false", "no", "off", ""):
         return False
     raise ValueError("it must be true or false (or yes/no, on/off, 1/0)")
+
+
+def _run_dir(text: str) -> str:
+    if text in ("memory", "disk") or Path(text).is_dir():
+        return text
+    raise ValueError("it must be memory, disk, or the path of a directory that exists")
+
+
+def _shard(text: str) -> tuple[int, int] | None:
+    """``K/N``: this machine runs shard K of N of each crash test's schedules (None: 1/1)."""
+    found = re.fullmatch(r"\s*([0-9]+)\s*/\s*([0-9]+)\s*", text)
+    if found is None:
+        raise ValueError("it must be K/N, two whole numbers, as in 1/4 (shard 1 of 4)")
+    index, total = int(found[1]), int(found[2])
+    if total < 1:
+        raise ValueError("N must be 1 or more, as in 1/4")
+    if not 1 <= index <= total:
+        raise ValueError(f"K must be between 1 and N ({total}), as in 1/{total}")
+    return None if total == 1 else (index, total)
 
 
 def _token(text: str) -> str:
@@ -229,11 +249,28 @@ OPTIONS = (
         "SECONDS",
     ),
     Option(
+        "run_dir",
+        "where each case's files live while it runs: memory (/dev/shm when it is a tmpfs with "
+        "room, else the disk, the reason in the header), disk (pytest's tmp_path), or a "
+        "directory; a failing case's files are kept under tmp_path either way (default: memory)",
+        _run_dir,
+        "memory",
+        "memory|disk|PATH",
+    ),
+    Option(
         "strict_coverage",
         "fail a test whose declared crash points are never reached",
         _flag,
         False,
         flag=True,
+    ),
+    Option(
+        "shard",
+        "run shard K of N of each crash test's schedules (one test across N machines); "
+        "merge the N reports with `crashpoints merge` (default: 1/1, every schedule)",
+        _shard,
+        None,
+        "K/N",
     ),
 )
 _BY_NAME = {option.name: option for option in OPTIONS}
@@ -266,7 +303,10 @@ class SessionOptions:
     html: str | None
     otel: str | None
     timeout: float
+    run_dir: str
     strict_coverage: bool
+    #: (K, N): this session runs shard K of N; None: every schedule.
+    shard: tuple[int, int] | None
 
 
 def _resolve(config: pytest.Config, option: Option) -> Any:

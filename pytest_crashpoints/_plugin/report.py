@@ -84,23 +84,34 @@ def _died(nodeid: str, report: Any) -> dict[str, Any]:
 
 
 def report_document(
-    results: list[dict[str, Any]], *, seed: int, interrupted: bool = False
+    results: list[dict[str, Any]],
+    *,
+    seed: int,
+    interrupted: bool = False,
+    shard: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
     """The JSON report of a session. ``interrupted``: the run was stopped (Ctrl-C), and the
-    report holds the tests that finished."""
+    report holds the tests that finished. ``shard``: ``(K, N)`` when the session ran shard K
+    of N of each crash test's schedules (``crashpoints merge`` combines the N reports)."""
     return {
         "version": REPORT_VERSION,
         "seed": seed,
         "interrupted": interrupted,
+        "shard": None if shard is None else {"index": shard[0], "total": shard[1]},
         "tests": results,
     }
 
 
 def write_report(
-    path: Path, results: list[dict[str, Any]], *, seed: int, interrupted: bool = False
+    path: Path,
+    results: list[dict[str, Any]],
+    *,
+    seed: int,
+    interrupted: bool = False,
+    shard: tuple[int, int] | None = None,
 ) -> None:
     """Write the JSON report to ``path`` atomically (a partial file, then a rename)."""
-    document = report_document(results, seed=seed, interrupted=interrupted)
+    document = report_document(results, seed=seed, interrupted=interrupted, shard=shard)
     write_text(path, json.dumps(document, indent=2, sort_keys=True) + "\n")
 
 

@@ -37,6 +37,8 @@ def resolve(marker: CrashMarker, options: SessionOptions, *, seed: int | None) -
         engine=marker.engine or options.engine,  # type: ignore[arg-type]
         jobs=_jobs(marker, options),
         faults=marker.faults,
+        # A replay is one schedule: there is nothing to split.
+        shard=None if options.replay is not None else options.shard,
     )
 
 

@@ -278,6 +278,11 @@ def test_bad_marker_arguments_give_one_clear_error(
         (["--crashpoints-jobs=0"], {}, "'0': it must be a whole number of 1 or more, or 'auto'"),
         ([], {"PYTEST_CRASHPOINTS_JOBS": "all"}, "PYTEST_CRASHPOINTS_JOBS has the value 'all'"),
         (
+            ["--crashpoints-run-dir=no/such/dir"],
+            {},
+            "'no/such/dir': it must be memory, disk, or the path of a directory that exists",
+        ),
+        (
             ["--crashpoints-report=a-file/report.json"],
             {},
             "'a-file/report.json': 'a-file' is not a folder this process can write to",
@@ -311,6 +316,19 @@ def test_bad_option_values_are_usage_errors(
     result.stderr.fnmatch_lines([f"*{message}*"])
     err = result.stderr.str()
     assert "Traceback" not in err and "invalid literal" not in err and ", which" not in err
+
+
+def test_the_header_says_where_run_directories_are(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = run(pytester, "--crashpoints-run-dir=disk")
+    result.stdout.fnmatch_lines(
+        ["crashpoints: run directories on disk (--crashpoints-run-dir=disk)"]
+    )
+    pytester.mkdir("fast")
+    result = run(pytester, "--crashpoints-run-dir=fast")
+    result.stdout.fnmatch_lines(
+        ["crashpoints: run directories in *fast/crashpoints-*/* (--crashpoints-run-dir=fast)"]
+    )
 
 
 def test_a_bad_ini_boolean_names_its_key(pytester: pytest.Pytester) -> None:

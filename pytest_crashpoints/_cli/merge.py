@@ -1,0 +1,285 @@
+"""``crashpoints merge A.json B.json ... -o merged.json``: the reports of the shards of one run
+(``--crashpoints-shard=K/N`` on N machines) combined into the report one machine would have
+written.
+
+Each test is matched by node id. Its schedules are put back in the order one machine runs
+them: the fault-free case once, then the exhaustive schedules by their index in the
+enumeration, then the generated (Hypothesis) and coverage schedules, shard by shard. A case
+two shards both ran (same schedule, same end state: the fault-free one, say) counts once.
+One machine stops at the first failing exhaustive schedule: so does the merge, and the
+failure reported is that one. The cases, coverage and strict coverage are counted again on
+what is kept: a point one shard never reached but another did is reached.
+
+The merged report has ``"shard": null`` and ``"merged_shards": N``; ``crashpoints show`` and
+the gate's readers take it as any other report.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from .._harness.schedule import COVERAGE_KINDS
+from .._plugin.report import REPORT_VERSION
+from .._plugin.summary import verdict_of
+from ..errors import CrashpointsError
+from .gate import GATE_ERROR, write_atomically
+from .report import load_report, render_table
+
+__all__ = ["merge", "merge_reports"]
+
+Report = dict[str, Any]
+
+
+def merge(paths: Sequence[Path], output: Path, *, out: TextIO | None = None) -> int:
+    """Merge the shard reports at ``paths`` into ``output``: 0 when written, 2 on an error
+    (said in one line on stderr; nothing is written)."""
+    out = out or sys.stdout
+    try:
+        merged = merge_reports([(path, load_report(path)) for path in paths])
+        write_atomically(output, json.dumps(merged, indent=2, sort_keys=True) + "\n")
+    except CrashpointsError as exc:
+        print(f"crashpoints merge: error: {exc}", file=sys.stderr)
+        return GATE_ERROR
+    except OSError as exc:
+        print(
+            f"crashpoints merge: error: cannot write {output}: {exc.strerror or exc}",
+            file=sys.stderr,
+        )
+        return GATE_ERROR
+    print(render_table(merged), file=out)
+    print(f"crashpoints merge: wrote {output} ({len(paths)} shards)", file=out)
+    return 0
+
+
+def merge_reports(reports: Sequence[tuple[Path, Report]]) -> Report:
+    """The report of the run whose shards wrote ``reports`` (each with the file it came
+    from, for the messages). Raises :class:`CrashpointsError` if they are not every shard of
+    one run, each once."""
+    by_shard = _check_shards(reports)
+    total = len(by_shard)
+    nodeids = sorted({test["nodeid"] for _, report in reports for test in report["tests"]})
+    tests = []
+    for nodeid in nodeids:
+        entries = [
+            next((t for t in by_shard[k]["tests"] if t["nodeid"] == nodeid), None)
+            for k in range(1, total + 1)
+        ]
+        tests.append(_merge_test(nodeid, entries))
+    first = by_shard[1]
+    return {
+        "version": REPORT_VERSION,
+        "seed": first["seed"],
+        "interrupted": any(report["interrupted"] for report in by_shard.values()),
+        "shard": None,
+        "merged_shards": total,
+        "tests": tests,
+    }
+
+
+def _check_shards(reports: Sequence[tuple[Path, Report]]) -> dict[int, Report]:
+    """The reports by shard index, once each check passed."""
+    if not reports:
+        raise CrashpointsError("no reports to merge; pass the report of every shard.")
+    for path, report in reports:
+        if not isinstance(report.get("shard"), dict):
+            raise CrashpointsError(
+                f"{path} is not the report of a shard (it has no shard: written without "
+                "--crashpoints-shard, or merged already); merge the reports written with "
+                "--crashpoints-shard=K/N."
+            )
+    path0, report0 = reports[0]
+    for path, report in reports[1:]:
+        if report["seed"] != report0["seed"]:
+            raise CrashpointsError(
+                f"the reports are of different runs: {path0} has seed {report0['seed']}, "
+                f"{path} seed {report['seed']}. Give every shard the same "
+                "--crashpoints-seed (the CI run's id, say)."
+            )
+        if report["shard"]["total"] != report0["shard"]["total"]:
+            raise CrashpointsError(
+                f"the reports split the run differently: {path0} is shard "
+                f"{_shard(report0)}, {path} shard {_shard(report)}; merge the shards of one "
+                "run."
+            )
+    total = int(report0["shard"]["total"])
+    by_shard: dict[int, Report] = {}
+    origin: dict[int, Path] = {}
+    for path, report in reports:
+        index = int(report["shard"]["index"])
+        if index > total:
+            raise CrashpointsError(f"{path} is shard {_shard(report)}, which is not one.")
+        if index in by_shard:
+            raise CrashpointsError(
+                f"shard {index} of {total} is given twice ({origin[index]} and {path}); "
+                "pass each shard's report once."
+            )
+        by_shard[index] = report
+        origin[index] = path
+    missing = [k for k in range(1, total + 1) if k not in by_shard]
+    if missing:
+        raise CrashpointsError(
+            f"shard(s) {', '.join(map(str, missing))} of {total} missing: the merge needs "
+            "the report of every shard of the run."
+        )
+    return by_shard
+
+
+def _shard(report: Report) -> str:
+    return f"{report['shard']['index']}/{report['shard']['total']}"
+
+
+def _merge_test(nodeid: str, entries: Sequence[Report | None]) -> Report:
+    """One test's entries, shard by shard (``None`` where a shard's report lacks it)."""
+    present = [(k, t) for k, t in enumerate(entries, start=1) if t is not None]
+    runs = _ordered_runs(present)
+    deciding = _deciding(present, runs)
+    merged = dict(deciding)
+    if any(isinstance(t.get("schedules"), list) for _, t in present):
+        merged.update(_counted(present, runs))
+        if _held_to_coverage(merged):
+            merged["outcome"] = merged["verdict"] = "failed"
+    missing = [str(k) for k, t in enumerate(entries, start=1) if t is None]
+    if missing:
+        merged.update(
+            verdict="error",
+            outcome="failed",
+            error=f"{nodeid} is missing from the report of shard(s) {', '.join(missing)} of "
+            f"{len(entries)} (that run did not finish it); run those shards again",
+            error_origin="harness",
+            error_phase="call",
+        )
+    return merged
+
+
+def _ordered_runs(present: Sequence[tuple[int, Report]]) -> list[Report]:
+    """Every shard's cases in one machine's order, each distinct case once, cut after the
+    first failing one of the fault-free and exhaustive phases (where one machine stops)."""
+
+    def key(item: tuple[int, int, Report]) -> tuple[int, int, int, int]:
+        shard, position, run = item
+        if run.get("phase") == "fault-free":
+            return (0, 0, shard, position)
+        if run.get("phase") == "exhaustive" and isinstance(run.get("index"), int):
+            return (1, run["index"], shard, position)
+        return (2, shard, position, 0)
+
+    found = [
+        (shard, position, run)
+        for shard, test in present
+        for position, run in enumerate(test.get("schedules") or [])
+    ]
+    runs: list[Report] = []
+    seen: set[tuple[str, str]] = set()
+    for item in sorted(found, key=key):
+        run = item[2]
+        case = (run["schedule_text"], run["fingerprint"])
+        if case in seen:
+            continue
+        seen.add(case)
+        runs.append(run)
+        if run["verdict"] != "passed" and key(item)[0] < 2:
+            break
+    return runs
+
+
+def _deciding(present: Sequence[tuple[int, Report]], runs: Sequence[Report]) -> Report:
+    """The entry whose verdict, outcome and failure the merged test takes: a test that
+    raised (its exploration is incomplete); else the shard of the failure one machine
+    would have stopped at (the last case kept, if it failed), else the first shard that
+    found a failure; else the first that did not pass; else the first."""
+    for _, test in present:
+        if verdict_of(test) == "error" and not test.get("failure"):
+            return test
+    last = runs[-1] if runs else None
+    if last is not None and last["verdict"] != "passed":
+        for _, test in present:
+            failure = test.get("failure") or {}
+            if failure.get("schedule_text") == last["schedule_text"]:
+                return test
+    for _, test in present:
+        if test.get("failure"):
+            return test
+    for _, test in present:
+        if test.get("outcome") != "passed":
+            return test
+    return present[0][1]
+
+
+def _counted(present: Sequence[tuple[int, Report]], runs: Sequence[Report]) -> Report:
+    """What is counted again on the cases kept: cases, coverage, recovered, gaps."""
+    declared = list(_union(test.get("declared") or [] for _, test in present))
+    reached: dict[str, int] = {}
+    killed: dict[str, int] = {}
+    for run in runs:
+        for point in run.get("reached") or []:
+            reached[point] = reached.get(point, 0) + 1
+        for point in run.get("killed") or []:
+            killed[point] = killed.get(point, 0) + 1
+    tests = [test for _, test in present]
+    return {
+        "cases": len(runs),
+        "schedules": list(runs),
+        "declared": declared,
+        "coverage": {
+            point: {"reached": reached.get(point, 0), "killed": killed.get(point, 0)}
+            for point in sorted(set(declared) | set(reached))
+        },
+        "recovered": sum(1 for run in runs if run.get("killed") and run["verdict"] == "passed"),
+        "unreached": [p for p in declared if not reached.get(p)],
+        "unkilled": [
+            p for p in declared if p not in COVERAGE_KINDS and reached.get(p) and not killed.get(p)
+        ],
+        "unchecked": list(_union(test.get("unchecked") or [] for test in tests)),
+        "not_applicable": list(_union(test.get("not_applicable") or [] for test in tests)),
+        "differences": _distinct(d for test in tests for d in test.get("differences") or []),
+        "engine": _engine(test.get("engine") or {} for test in tests),
+        "seconds": max(float(test.get("seconds", 0.0)) for test in tests),
+        "model": {
+            key: sum(int((test.get("model") or {}).get(key, 0)) for test in tests)
+            for key in ("calls", "asked_again")
+        },
+    }
+
+
+def _held_to_coverage(test: Report) -> bool:
+    """Whether a test that passed in every shard fails its strict coverage on the union
+    (each shard left that judgement to the merge)."""
+    return bool(
+        test.get("strict_coverage")
+        and not test.get("failure")
+        and not test.get("expect")
+        and verdict_of(test) == "passed"
+        and (test["unreached"] or test["unkilled"] or test["unchecked"])
+    )
+
+
+def _union(lists: Iterable[Sequence[str]]) -> dict[str, None]:
+    """Every string of ``lists``, once each, in the order first seen."""
+    return {item: None for items in lists for item in items}
+
+
+def _distinct(items: Iterable[Report]) -> list[Report]:
+    kept: dict[str, Report] = {}
+    for item in items:
+        kept.setdefault(json.dumps(item, sort_keys=True), item)
+    return list(kept.values())
+
+
+def _engine(engines: Iterable[Report]) -> Report:
+    """What the engines of the shards did, added up (the name and job count of the first)."""
+    merged: Report = {}
+    for engine in engines:
+        for key, value in engine.items():
+            if key != "jobs" and _is_count(value) and _is_count(merged.get(key)):
+                merged[key] += value
+            else:
+                merged.setdefault(key, value)
+    return merged
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
