@@ -21,6 +21,10 @@ import dataclasses
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .crashstates import RunDirReader
 
 __all__ = [
     "Backup",
@@ -60,10 +64,15 @@ def agent_files(root: Path) -> Iterator[Path]:
     return iter(sorted(found))
 
 
-def is_sqlite(path: Path) -> bool:
-    """A SQLite database, or one of its journals (a WAL, a rollback journal)."""
+def is_sqlite(path: Path, reader: RunDirReader | None = None) -> bool:
+    """A SQLite database, or one of its journals (a WAL, a rollback journal). With
+    ``reader``, the header is read through its kept descriptors: a file this process may
+    hold SQLite connections on must never be opened and closed here (closing any descriptor
+    of a file drops every POSIX lock the process holds on it, the connections' included)."""
     if path.name.endswith(_SQLITE_SUFFIXES):
         return True
+    if reader is not None:
+        return reader.head(path, len(_SQLITE_HEADER)) == _SQLITE_HEADER
     try:
         with open(path, "rb") as file:
             return file.read(len(_SQLITE_HEADER)) == _SQLITE_HEADER

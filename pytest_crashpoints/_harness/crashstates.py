@@ -134,6 +134,23 @@ class RunDirReader:
             files[relative] = blobs.put(data, keep=keep)
         return DurableState.of(files)
 
+    def head(self, path: str | os.PathLike[str], size: int) -> bytes:
+        """The first ``size`` bytes of ``path`` (a file under the root), read through a kept
+        descriptor (``b""`` if the file is gone)."""
+        try:
+            info = os.stat(path)
+        except FileNotFoundError:
+            return b""
+        key = (info.st_dev, info.st_ino)
+        fd = self._open.get(key)
+        if fd is None:
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                return b""
+            self._open[key] = fd
+        return os.pread(fd, size, 0)
+
     def close(self) -> None:
         """Close every kept descriptor. Only while this process holds no SQLite connection
         on the directory's files (or their locks go with them)."""

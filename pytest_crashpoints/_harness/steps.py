@@ -387,6 +387,7 @@ class CaseRun:
         harness context opens them again when next needed): a copy or a rewrite of the
         agent's files then drops no lock of ours, and no cached page outlives a rewrite."""
         self.world.ctx.close()
+        self.world.files.close()
         self.world.ctx = Context(self.world.env, "harness")
 
     def _agent_files(self) -> Backup:
@@ -403,7 +404,7 @@ class CaseRun:
         out = []
         for path in agent_files(self.env.path):
             relative = path.relative_to(self.env.path).as_posix()
-            if is_sqlite(path):
+            if is_sqlite(path, self.world.files):
                 continue
             size = path.stat().st_size
             if size and size > synced.get(relative, -1):

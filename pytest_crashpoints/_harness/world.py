@@ -19,6 +19,7 @@ from .._ledger.records import Attempt, Event, QueueEntry
 from ..errors import LedgerError
 from .authority_store import AuthorityChange
 from .context import CaseEnv, Context, authority_fingerprint, key_secret, make_provider
+from .crashstates import RunDirReader
 from .evidence import ProviderRequest
 from .scenario import Scenario
 
@@ -84,6 +85,9 @@ class World:
             self._servers.close()
             raise
         self.ctx = Context(self.env, "harness")
+        #: Reads the run directory's files while the harness's connections are open (never
+        #: closing a descriptor of them before the connections are closed: ``crashstates``).
+        self.files = RunDirReader(self.env.path)
         if fresh and scenario.setup is not None:
             try:
                 scenario.setup(self.ctx)
@@ -93,6 +97,7 @@ class World:
 
     def close(self) -> None:
         self.ctx.close()
+        self.files.close()
         self._servers.close()
         for provider in self.providers.values():
             provider.close()

@@ -110,6 +110,19 @@ def test_reference_passes_every_single_fault_schedule(spec: ProviderSpec, tmp_pa
     assert report.cases >= 12
 
 
+@pytest.mark.parametrize("messages", [4, 6])
+def test_many_messages_read_the_whole_ledger(messages: int, tmp_path: Path) -> None:
+    # The harness's look for the agent's unsynced files read each file's header, the
+    # reference ledger's too, through a descriptor it then closed: that dropped the POSIX
+    # locks of the harness's own ledger connection, a worker closing its connection took
+    # itself for the last one and checkpointed, and the harness read a stale ledger: at 4
+    # messages, the last attempt was missing, a violation of invariant 2 by a correct agent.
+    schedule = Schedule(tuple(Deliver(i) for i in range(messages)))
+    many = scenario(ProviderSpec("email"), messages=messages)
+    result = run_case(many, schedule, base_dir=tmp_path)
+    assert result.passed, result.violations
+
+
 def test_deploy_without_lookup_ends_in_review_after_a_lost_answer(tmp_path: Path) -> None:
     result = run_case(
         scenario(ProviderSpec("deploy")),
