@@ -68,6 +68,10 @@ def test_the_sdist_and_the_wheel_hold_the_licence_and_pass_the_release_checks(
         metadata = archive.read(f"{top}.dist-info/METADATA").decode()
     assert f"{top}.dist-info/licenses/LICENSE" in wheel_names
     assert "pytest_crashpoints/schemas/report-v1.json" in wheel_names
+    # The HTML report's page is drawn from these files, inlined into the one page it writes.
+    page = {f"pytest_crashpoints/_plugin/page/report.{ext}" for ext in ("html", "css", "js")}
+    assert page <= wheel_names
+    assert {f"{top}/{name}" for name in page} <= sdist_names
     assert {"pytest_crashpoints/py.typed", "fake_providers/py.typed"} <= wheel_names
     assert "License-File: LICENSE" in metadata
     # twine: the description renders on the package index; check-wheel-contents: no stray,
