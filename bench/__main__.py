@@ -35,6 +35,7 @@ ITEMS = {
     10: "peer",
     2: "sweep",
     9: "engines",
+    12: "absolute",
 }
 
 

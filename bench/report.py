@@ -98,6 +98,17 @@ MEASURED = """\
     until 2,000 cases have run; the process's `VmRSS` after each test, from a conftest in
     the session's folder. The goal: less than 20 MiB of growth from the test that passes 200
     cases to the last.
+12. **Absolute cost** (CPU time: user + system of a whole process tree, which load moves far
+    less than wall time): the exhaustive single-fault sweep of `scenarios/test_invoice_email.py`
+    and `scenarios/test_jobs_mailer.py` as one `pytest` command, less the same command with
+    `--collect-only` in the same round (start-up and imports), per case the report counts,
+    with run directories in memory (the default) and on disk taking turns, and the processes
+    forked per case (`-p bench._forkcount`); the e-mail task's exhaustive sweep through
+    `explore` with 1, 4 and 16 messages (how the cost grows with messages: every delivery
+    after a killed one runs for real); the wall time of a 3-case crash test against a plain
+    pytest test of the same mailer against a mocked API (each a whole `pytest` command); and
+    the CPU of the invoice sweep as two shards (`--crashpoints-shard=1/2`, `2/2`) against one
+    run.
 """
 
 
