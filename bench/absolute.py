@@ -133,7 +133,7 @@ def growth(counts: Sequence[int]) -> dict[str, Any]:
         return {str(m): _explore_cpu(m, Path(name)) for m in counts}
 
 
-SMALL_CRASH_TEST = '''
+SMALL_CRASH_TEST = """
 import pytest
 from pytest_crashpoints import SQLiteLedgerView, State
 from scenarios import jobs_mailer
@@ -155,9 +155,9 @@ def jobs(ctx):
                          mode="exhaustive", strict_coverage=False)
 def test_small(crashpoints):
     crashpoints.run(worker=worker, messages=[JOB], ledger_view=jobs)
-'''
+"""
 
-PLAIN_TEST = '''
+PLAIN_TEST = """
 import httpx, respx
 from scenarios import jobs_mailer
 
@@ -169,7 +169,7 @@ def test_plain(tmp_path):
     jobs_mailer.handle_parks_the_ambiguous(
         JOB, db=tmp_path / "jobs.db", api_url="https://api.example", api_key="k")
     assert route.call_count == 1
-'''
+"""
 
 
 def small_test(rounds: int) -> dict[str, Any]:
