@@ -427,6 +427,29 @@ closed the ledger took itself for its last user and deleted the WAL, and the har
 connection went on reading a stale snapshot. Workers forked straight from the harness
 inherited its SQLite state and hid it; the fork server exposed it. The copy now runs in a
 worker (`RunDir.copy`, regression test in `tests/process/test_forkserver.py`).
+The same trap, found again by item 12 (2026-12-02): the look for the agent's files written
+past their last sync read every file's first bytes, the reference ledger's too, through a
+descriptor it then closed; from 4 messages on, a correct agent failed fault-free (the last
+attempt missing from the ledger the harness read). Headers are now read through descriptors
+the world keeps until its connections are closed (`RunDirReader.head`; regression test
+`test_many_messages_read_the_whole_ledger`).
+
+**Run directories in memory (item 12).** Each case's files are written in `/dev/shm` where it
+is a writable tmpfs with room (`--crashpoints-run-dir`, the header says where and why). A
+SIGKILL keeps what a process wrote in the page cache, and power losses are modelled from the
+syncs the processes made (SQLite's WAL index, the worker's fsync log), so the verdicts do not
+move; what goes is the disk's part of every commit's sync and of every crash state put back.
+Measured on this machine: about a tenth of the CPU per case of the sweep. The rest of a case is
+processes (about 4 per case in the sweep; each costs about twice a bare fork through the fork
+server, mostly the kernel copying the pages its Python touches) and the agent's own work.
+
+**Messages grow the cost faster than linearly (item 12).** A kill in message i of M is
+followed by the real deliveries of messages i+1 to M before the quiet phase, so a sweep costs
+about M squared deliveries. Skipping the later deliveries when the messages are independent (a
+partial-order reduction) needs to know what each delivery *reads*, which the harness does not
+observe (it sees the ledger's writes and the providers' requests, not a worker's queries): a
+worker that scans the ledger at start-up depends on every earlier message. Not done: an unsound
+reduction would pass agents that should fail.
 
 **The settled quiet run is invariant 6's second run.** The quiet phase returns only
 after a recovery run that changed nothing (ledger and provider effects alike); that run is
