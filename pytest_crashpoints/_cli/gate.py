@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -91,7 +91,8 @@ def _conclude(
     new_junit: Path,
     out: TextIO,
 ) -> int:
-    report, junit, markdown = reports.report, reports.junit, reports.markdown
+    """What the gate makes of the pytest run: its reports put in place and its verdict
+    printed, or why there is none; returns the exit status."""
     status = run.status
     if run.signal is not None and run.signal != signal.SIGINT:
         print(
@@ -109,65 +110,14 @@ def _conclude(
             print(f"crashpoints gate: error: {exc}", file=sys.stderr)
             return GATE_ERROR
     if document is None or not document["tests"]:
-        if interrupted and run.signal is None:
-            # pytest stopped itself: exit 2 without a signal is an error while collecting the
-            # tests or in pytest's arguments, which pytest printed above.
-            print(
-                f"crashpoints gate: error: pytest stopped (exit {status}) before any crash "
-                "test ran: an error while collecting the tests or in pytest's arguments (see "
-                "pytest's output above); the reports of the previous run were left as they "
-                "were.",
-                file=sys.stderr,
-            )
-            return status
-        if interrupted:
-            print(
-                f"crashpoints gate: interrupted (pytest exit {status}) before any crash test "
-                "finished; the reports of the previous run were left as they were.",
-                file=sys.stderr,
-            )
-            return status
-        where = ", ".join(paths) or f"{Path.cwd()} (pytest's testpaths, or the folder itself)"
-        print(
-            f"crashpoints gate: error: no crash tests ran under {where} "
-            f"(pytest exit {status}); mark tests with @pytest.mark.crashpoints(...). "
-            "No report was written.",
-            file=sys.stderr,
-        )
-        return GATE_ERROR
+        return _no_crash_tests(run, paths, interrupted=interrupted)
     totals = report_totals(document["tests"])
-    # A shard ran a part of each test's schedules: its coverage is judged once the shards'
-    # reports are merged (`crashpoints merge`).
-    sharded = document.get("shard") is not None
-    passed = (
-        status == 0
-        and totals["failed"] == 0
-        and totals["errors"] == 0
-        and (sharded or not (totals["unreached"] or totals["unkilled"]))
-    )
+    passed = _passed(status, totals, sharded=document.get("shard") is not None)
     text = render_markdown(document, passed=passed)
-    for path in (report, junit, markdown, reports.html):
-        if path is not None and path.is_symlink():
-            print(
-                f"crashpoints gate: {path} was a symbolic link (to {os.readlink(path)}); it "
-                "is replaced by the report, and nothing was written through it.",
-                file=sys.stderr,
-            )
-    new_report.replace(report)
-    if new_junit.is_file() and new_junit.stat().st_size:  # pytest wrote it
-        new_junit.replace(junit)
-    write_atomically(markdown, text)
-    if reports.html is not None:
-        from .._plugin.html import render_html
-
-        write_atomically(reports.html, render_html(document))
-    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if step_summary:
-        with open(step_summary, "a", encoding="utf-8") as handle:
-            handle.write(text)
+    _put_in_place(document, text, reports, new_report, new_junit)
     print("", file=out)
     print(render_table(document), file=out)
-    written = f"report: {report}  junit: {junit}  summary: {markdown}"
+    written = f"report: {reports.report}  junit: {reports.junit}  summary: {reports.markdown}"
     if reports.html is not None:
         written += f"  html: {reports.html}"
     print(written, file=out)
@@ -180,6 +130,78 @@ def _conclude(
         return status
     print(f"crashpoints gate: {'passed' if passed else 'FAILED'}", file=out)
     return 0 if passed else (status or 1)
+
+
+def _no_crash_tests(run: PytestRun, paths: Sequence[str], *, interrupted: bool) -> int:
+    """Say why no crash test finished (the reports of the previous run left as they were);
+    return the exit status."""
+    status = run.status
+    if interrupted and run.signal is None:
+        # pytest stopped itself: exit 2 without a signal is an error while collecting the
+        # tests or in pytest's arguments, which pytest printed above.
+        print(
+            f"crashpoints gate: error: pytest stopped (exit {status}) before any crash "
+            "test ran: an error while collecting the tests or in pytest's arguments (see "
+            "pytest's output above); the reports of the previous run were left as they "
+            "were.",
+            file=sys.stderr,
+        )
+        return status
+    if interrupted:
+        print(
+            f"crashpoints gate: interrupted (pytest exit {status}) before any crash test "
+            "finished; the reports of the previous run were left as they were.",
+            file=sys.stderr,
+        )
+        return status
+    where = ", ".join(paths) or f"{Path.cwd()} (pytest's testpaths, or the folder itself)"
+    print(
+        f"crashpoints gate: error: no crash tests ran under {where} "
+        f"(pytest exit {status}); mark tests with @pytest.mark.crashpoints(...). "
+        "No report was written.",
+        file=sys.stderr,
+    )
+    return GATE_ERROR
+
+
+def _passed(status: int, totals: dict[str, Any], *, sharded: bool) -> bool:
+    """Whether the run passes the gate: pytest passed, no crash test failed or ended in an
+    error, and every declared point was reached and killed. A shard ran a part of each
+    test's schedules: its coverage is judged once the shards' reports are merged
+    (`crashpoints merge`)."""
+    return (
+        status == 0
+        and totals["failed"] == 0
+        and totals["errors"] == 0
+        and (sharded or not (totals["unreached"] or totals["unkilled"]))
+    )
+
+
+def _put_in_place(
+    document: dict[str, Any], text: str, reports: _Reports, new_report: Path, new_junit: Path
+) -> None:
+    """The run's reports in place of the previous run's (a link among those replaced, not
+    written through), the Markdown summary ``text`` written, and appended to
+    ``$GITHUB_STEP_SUMMARY`` when that is set."""
+    for path in (reports.report, reports.junit, reports.markdown, reports.html):
+        if path is not None and path.is_symlink():
+            print(
+                f"crashpoints gate: {path} was a symbolic link (to {os.readlink(path)}); it "
+                "is replaced by the report, and nothing was written through it.",
+                file=sys.stderr,
+            )
+    new_report.replace(reports.report)
+    if new_junit.is_file() and new_junit.stat().st_size:  # pytest wrote it
+        new_junit.replace(reports.junit)
+    write_atomically(reports.markdown, text)
+    if reports.html is not None:
+        from .._plugin.html import render_html
+
+        write_atomically(reports.html, render_html(document))
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary:
+        with open(step_summary, "a", encoding="utf-8") as handle:
+            handle.write(text)
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -250,16 +272,7 @@ def run_pytest(args: Sequence[str]) -> PytestRun:
 
     previous = _install(on_signal)
     try:
-        prctl = _prctl()
-
-        def join_group() -> None:
-            os.setpgid(0, group)
-            for signum in FORWARDED:
-                signal.signal(signum, signal.SIG_DFL)
-            if prctl is not None:
-                prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-
-        child = subprocess.Popen(command, preexec_fn=join_group)
+        child = subprocess.Popen(command, preexec_fn=_joining(group, _prctl()))
         forward_pending()  # a signal that came while pytest was starting
         code = child.wait()
     finally:
@@ -284,6 +297,21 @@ def _prctl() -> Any:
     import ctypes
 
     return ctypes.CDLL(None, use_errno=True).prctl
+
+
+def _joining(group: int, prctl: Any) -> Callable[[], None]:
+    """What pytest's process runs before it starts: it joins the guardian's ``group``, takes
+    the forwarded signals' default actions back, and asks for ``SIGKILL`` when the gate dies
+    (``prctl``: looked up before the fork; ``None`` where there is none)."""
+
+    def join_group() -> None:
+        os.setpgid(0, group)
+        for signum in FORWARDED:
+            signal.signal(signum, signal.SIG_DFL)
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+    return join_group
 
 
 def _lead_a_group() -> None:

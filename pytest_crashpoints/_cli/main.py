@@ -22,6 +22,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeAlias
 
 from .._plugin.options import DOCS_URL
 
@@ -56,6 +57,7 @@ class _Help(argparse.HelpFormatter):
 
 
 def _parser() -> argparse.ArgumentParser:
+    """The command line: the command, its ``--version``, and each subcommand's arguments."""
     parser = argparse.ArgumentParser(
         prog="crashpoints",
         formatter_class=_Help,
@@ -68,6 +70,20 @@ def _parser() -> argparse.ArgumentParser:
         "--version", action="version", version=f"%(prog)s (pytest-crashpoints) {version()}"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_gate(sub)
+    _add_replay(sub)
+    _add_show(sub)
+    _add_merge(sub)
+    _add_queue(sub)
+    return parser
+
+
+#: What ``add_subparsers`` returns: each subcommand adds its parser to it.
+_Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def _add_gate(sub: _Subparsers) -> None:
+    """``crashpoints gate`` and its arguments."""
     gate = sub.add_parser(
         "gate",
         formatter_class=_Help,
@@ -97,12 +113,20 @@ def _parser() -> argparse.ArgumentParser:
     gate.add_argument(
         "--html", default="crashpoints-report.html", help="HTML report (%(default)s)"
     )
+
+
+def _add_replay(sub: _Subparsers) -> None:
+    """``crashpoints replay`` and its arguments."""
     replay = sub.add_parser(
         "replay",
         help="run exactly the schedule of a replay token against its test",
         description="Same as `pytest NODEID --crashpoints-replay=TOKEN` for the test in TOKEN.",
     )
     replay.add_argument("token", metavar="TOKEN", help="the token from a failure report")
+
+
+def _add_show(sub: _Subparsers) -> None:
+    """``crashpoints show`` and its arguments."""
     show = sub.add_parser(
         "show",
         help="print the timeline and evidence of each failure in a JSON report",
@@ -134,6 +158,10 @@ def _parser() -> argparse.ArgumentParser:
         help="where --html or --otel writes (default: REPORT with the suffix .html, or "
         ".otlp.json)",
     )
+
+
+def _add_merge(sub: _Subparsers) -> None:
+    """``crashpoints merge`` and its arguments."""
     merge = sub.add_parser(
         "merge",
         formatter_class=_Help,
@@ -152,6 +180,10 @@ def _parser() -> argparse.ArgumentParser:
     merge.add_argument(
         "-o", "--output", metavar="PATH", required=True, help="where the merged report goes"
     )
+
+
+def _add_queue(sub: _Subparsers) -> None:
+    """``crashpoints queue`` and its arguments."""
     queue = sub.add_parser(
         "queue",
         help="list the in-flight, UNKNOWN and MANUAL_REVIEW attempts of a ledger",
@@ -165,7 +197,6 @@ def _parser() -> argparse.ArgumentParser:
     queue.add_argument(
         "--json", action="store_true", help="print a JSON list of objects instead of a table"
     )
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -201,31 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return replay(args.token, pytest_args=extra)
     if args.command == "show":
-        from .show import show
-
-        if args.output and not (args.html or args.otel):
-            parser.error("-o/--output goes with --html or --otel")
-        if sum(map(bool, (args.html, args.otel, args.schedules is not None))) > 1:
-            parser.error("--html, --otel and --schedules do not go together")
-        if args.otel:
-            from .show import show_otel
-
-            report_path = Path(args.report)
-            output = (
-                Path(args.output) if args.output else report_path.with_suffix(".otlp.json")
-            )
-            return show_otel(report_path, output)
-        if args.html:
-            from .show import show_html
-
-            report_path = Path(args.report)
-            output = Path(args.output) if args.output else report_path.with_suffix(".html")
-            return show_html(report_path, output)
-        if args.schedules is not None:
-            from .show import show_schedules
-
-            return show_schedules(Path(args.report), args.schedules)
-        return show(Path(args.report))
+        return _show(parser, args)
     from .gate import gate
 
     return gate(
@@ -236,6 +243,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         html=Path(args.html) if args.html else None,
         pytest_args=extra,
     )
+
+
+def _show(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """``crashpoints show``: the failures of a report, a test's schedules, the HTML report
+    or the OpenTelemetry traces; a usage error for options that do not go together."""
+    from .show import show
+
+    if args.output and not (args.html or args.otel):
+        parser.error("-o/--output goes with --html or --otel")
+    if sum(map(bool, (args.html, args.otel, args.schedules is not None))) > 1:
+        parser.error("--html, --otel and --schedules do not go together")
+    if args.otel:
+        from .show import show_otel
+
+        report_path = Path(args.report)
+        output = (
+            Path(args.output) if args.output else report_path.with_suffix(".otlp.json")
+        )
+        return show_otel(report_path, output)
+    if args.html:
+        from .show import show_html
+
+        report_path = Path(args.report)
+        output = Path(args.output) if args.output else report_path.with_suffix(".html")
+        return show_html(report_path, output)
+    if args.schedules is not None:
+        from .show import show_schedules
+
+        return show_schedules(Path(args.report), args.schedules)
+    return show(Path(args.report))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -795,144 +795,180 @@ def _every_single_fault(space: Space) -> Iterator[tuple[Part, ...]]:
     requests they hit.
     """
     for i in range(space.messages):
-        for kill in space.kill_sites(i):
-            yield ((i, "kill", kill),)
-        if space.lossy_of(i):  # the same places, the power lost instead
-            for kill in space.kill_sites(i):
-                yield ((i, "power_loss", kill),)
-        if space.kinds is not None and "backup_restore" in space.kinds:  # only when chosen
-            for kill in space.kill_sites(i):
-                yield ((i, "backup_restore", kill),)
-        writes = space.effects_of(i)
+        yield from _kills(space, i)
         if "D" in space.points:
-            yield ((i, "duplicate", ("after", "B", 1)),)
-            for provider, count in sorted(writes.items()):
-                if provider in space.sessions:  # an MCP server: a request sent twice
-                    for nth in range(1, count + 1):
-                        yield ((i, "before", DuplicateRequest(provider, nth)),)
-            gates = space.pause_sites(i) or [
-                KillAt(p, 1) for p in ("D",) if space.reachable[i].get("D")
-            ]
-            for gate in gates:
-                yield ((i, "duplicate", ("concurrent", gate.point, gate.hit)),)
+            yield from _duplicates(space, i)
         if "B" in space.points:
-            for provider, count in sorted(writes.items()):
-                for nth in range(1, count + 1):
-                    for variant in LOST_VARIANTS:
-                        yield ((i, "before", LoseResponse(provider, nth, variant)),)
+            yield from _lost_responses(space, i)
         if "F" in space.points:
-            for provider, count in sorted(writes.items()):
-                sessions = (SESSION_REFUSAL,) if provider in space.sessions else ()
-                for nth in range(1, count + 1):
-                    for refusal in (*REFUSALS, *sessions):
-                        yield ((i, "before", Refuse(provider, nth, refusal)),)
-                if provider in space.providers:
-                    for failure in ("timeout", "500"):
-                        yield ((i, "before", LookupTimeouts(provider, None, failure)),)
-        if "db.commit" in space.points:  # a commit of the worker fails
-            for hit in range(1, space.reachable[i].get("db.commit", 0) + 1):
-                for failure in COMMIT_FAILURES:
-                    yield ((i, "fail_commit", FailCommit(hit, failure)),)
-        if "E" in space.points:  # between two tool calls of one message
-            own = space.own_a[i] if i < len(space.own_a) else 0
-            sites = (
-                [KillAt("A", hit) for hit in range(2, own + 1)]
-                if own >= 2
-                else list(space.between_of(i))
-            )
-            for site in sites:
-                for change in AUTHORITY_CHANGES:
-                    yield ((i, "midway", Midway(site.point, site.hit, change)),)
-        # Work left in flight by a kill: at the first tool call of the message, and at its
-        # last (a row that holds two calls recovers the second its own way).
-        reached = space.reachable[i]
-        point = next((p for p in ("B", "C", "A") if reached.get(p)), None)
-        if point is None:
-            continue
-        in_flights = list(dict.fromkeys((KillAt(point, 1), KillAt(point, reached[point]))))
+            yield from _refusals(space, i)
+        if "db.commit" in space.points:
+            yield from _failed_commits(space, i)
         if "E" in space.points:
-            # While the attempt may have taken effect (after B), and before it was sent.
-            before_sends = (
-                [KillAt("A", 1), KillAt("A", reached["A"])] if reached.get("A") else []
-            )
-            for kill in dict.fromkeys([*in_flights, *before_sends]):
-                for change in AUTHORITY_CHANGES:
-                    yield ((i, "kill", kill), (i, "after", ChangeAuthority(i, change)))
-        if "F" in space.points and point in ("B", "C"):
-            # The queue delivers the dead worker's message again once its lease ran out, while
-            # the search still lags (before any recovery runs, or with none): a worker that
-            # takes "not in the search" for "never done" acts a second time.
+            yield from _authority_changes_midway(space, i)
+        yield from _faults_in_flight(space, i)
+
+
+def _kills(space: Space, i: int) -> Iterator[tuple[Part, ...]]:
+    """A kill of message ``i``'s worker at each place it can be killed; at the same places,
+    the power lost instead (when a database of its would lose commits to it) and a backup
+    restored (only when that kind is chosen)."""
+    for kill in space.kill_sites(i):
+        yield ((i, "kill", kill),)
+    if space.lossy_of(i):
+        for kill in space.kill_sites(i):
+            yield ((i, "power_loss", kill),)
+    if space.kinds is not None and "backup_restore" in space.kinds:
+        for kill in space.kill_sites(i):
+            yield ((i, "backup_restore", kill),)
+
+
+def _duplicates(space: Space, i: int) -> Iterator[tuple[Part, ...]]:
+    """D: message ``i`` delivered again after it was handled, a request sent twice to an MCP
+    server, and a second delivery while the first waits at each of its pause sites."""
+    yield ((i, "duplicate", ("after", "B", 1)),)
+    for provider, count in sorted(space.effects_of(i).items()):
+        if provider in space.sessions:  # an MCP server: a request sent twice
+            for nth in range(1, count + 1):
+                yield ((i, "before", DuplicateRequest(provider, nth)),)
+    gates = space.pause_sites(i) or [KillAt(p, 1) for p in ("D",) if space.reachable[i].get("D")]
+    for gate in gates:
+        yield ((i, "duplicate", ("concurrent", gate.point, gate.hit)),)
+
+
+def _lost_responses(space: Space, i: int) -> Iterator[tuple[Part, ...]]:
+    """B at the provider: the answer to each write of message ``i`` lost, in each way."""
+    for provider, count in sorted(space.effects_of(i).items()):
+        for nth in range(1, count + 1):
+            for variant in LOST_VARIANTS:
+                yield ((i, "before", LoseResponse(provider, nth, variant)),)
+
+
+def _refusals(space: Space, i: int) -> Iterator[tuple[Part, ...]]:
+    """F during the worker's own run: each write of message ``i`` refused (an MCP server's
+    session forgotten too), and a provider's lookups failing."""
+    for provider, count in sorted(space.effects_of(i).items()):
+        sessions = (SESSION_REFUSAL,) if provider in space.sessions else ()
+        for nth in range(1, count + 1):
+            for refusal in (*REFUSALS, *sessions):
+                yield ((i, "before", Refuse(provider, nth, refusal)),)
+        if provider in space.providers:
+            for failure in ("timeout", "500"):
+                yield ((i, "before", LookupTimeouts(provider, None, failure)),)
+
+
+def _failed_commits(space: Space, i: int) -> Iterator[tuple[Part, ...]]:
+    """A commit of message ``i``'s worker fails, each commit in each way."""
+    for hit in range(1, space.reachable[i].get("db.commit", 0) + 1):
+        for failure in COMMIT_FAILURES:
+            yield ((i, "fail_commit", FailCommit(hit, failure)),)
+
+
+def _authority_changes_midway(space: Space, i: int) -> Iterator[tuple[Part, ...]]:
+    """E between two tool calls of message ``i``: at each of its own A but the first, or,
+    without them, where its worker waits between two calls."""
+    own = space.own_a[i] if i < len(space.own_a) else 0
+    sites = (
+        [KillAt("A", hit) for hit in range(2, own + 1)] if own >= 2 else list(space.between_of(i))
+    )
+    for site in sites:
+        for change in AUTHORITY_CHANGES:
+            yield ((i, "midway", Midway(site.point, site.hit, change)),)
+
+
+def _faults_in_flight(space: Space, i: int) -> Iterator[tuple[Part, ...]]:
+    """The faults that need work left in flight by a kill of message ``i``'s worker: at its
+    first tool call, and at its last (a row that holds two calls recovers the second its
+    own way)."""
+    reached = space.reachable[i]
+    point = next((p for p in ("B", "C", "A") if reached.get(p)), None)
+    if point is None:
+        return
+    in_flights = list(dict.fromkeys((KillAt(point, 1), KillAt(point, reached[point]))))
+    if "E" in space.points:
+        yield from _authority_changes_in_flight(space, i, in_flights)
+    if "F" in space.points and point in ("B", "C"):
+        yield from _redeliveries_while_search_lags(space, i, in_flights)
+    if not space.recovers:
+        return
+    yield from _recovery_faults(space, i, in_flights)
+    if "D" in space.points:
+        yield from _racing_recoveries(space, i, in_flights)
+
+
+def _authority_changes_in_flight(
+    space: Space, i: int, in_flights: Sequence[KillAt]
+) -> Iterator[tuple[Part, ...]]:
+    """E after a kill: while the attempt may have taken effect (after B), and before it was
+    sent (at A)."""
+    reached = space.reachable[i]
+    before_sends = [KillAt("A", 1), KillAt("A", reached["A"])] if reached.get("A") else []
+    for kill in dict.fromkeys([*in_flights, *before_sends]):
+        for change in AUTHORITY_CHANGES:
+            yield ((i, "kill", kill), (i, "after", ChangeAuthority(i, change)))
+
+
+def _redeliveries_while_search_lags(
+    space: Space, i: int, in_flights: Sequence[KillAt]
+) -> Iterator[tuple[Part, ...]]:
+    """The queue delivers the dead worker's message again once its lease ran out, while the
+    search still lags (before any recovery runs, or with none): a worker that takes "not in
+    the search" for "never done" acts a second time."""
+    writes = space.effects_of(i)
+    for provider in space.searching:
+        if provider in writes:
+            for in_flight in in_flights:
+                yield (
+                    (i, "before", SearchLag(provider)),
+                    (i, "kill", in_flight),
+                    (i, "after", Advance(LEASE_WAIT)),
+                    (i, "after", Deliver(i)),
+                )
+
+
+def _recovery_faults(
+    space: Space, i: int, in_flights: Sequence[KillAt]
+) -> Iterator[tuple[Part, ...]]:
+    """After each kill that leaves work in flight, the recovery that must cope with it:
+    its lookups failing or its search lagging (F), or itself killed at each of its points."""
+    writes = space.effects_of(i)
+    for in_flight in in_flights:
+        if "F" in space.points:
+            for provider in space.providers:
+                yield ((i, "kill", in_flight), (i, "after", LookupTimeouts(provider, None)))
             for provider in space.searching:
                 if provider in writes:
-                    for in_flight in in_flights:
-                        yield (
-                            (i, "before", SearchLag(provider)),
-                            (i, "kill", in_flight),
-                            (i, "after", Advance(LEASE_WAIT)),
-                            (i, "after", Deliver(i)),
-                        )
-        if not space.recovers:
-            continue
-        for in_flight in in_flights:
-            if "F" in space.points:
-                for provider in space.providers:
-                    yield ((i, "kill", in_flight), (i, "after", LookupTimeouts(provider, None)))
-                for provider in space.searching:
-                    if provider in writes:
-                        yield ((i, "kill", in_flight), (i, "after", SearchLag(provider)))
-            if space.points & {"A", "B", "C"}:
-                for recovery_point in RECOVERY_POINTS:
-                    yield (
-                        (i, "kill", in_flight),
-                        (i, "after", Recover(KillAt(recovery_point, 1))),
-                    )
-        if "D" in space.points:
-            # Two recoveries at once matter most when the dead worker never sent (killed at
-            # A): both find nothing at the provider, and only a claim keeps both from sending.
-            before_send = KillAt("A", 1) if reached.get("A") else None
-            for kill in dict.fromkeys(k for k in (before_send, *in_flights) if k is not None):
-                # Only forced interleavings: a free race is not the same race twice, and a
-                # verdict must be (a generated schedule is shrunk and replayed).
-                for race_point in RACE_POINTS:
-                    yield (
-                        (i, "kill", kill),
-                        (i, "after", Recover(racing=True, pause_at=race_point)),
-                    )
+                    yield ((i, "kill", in_flight), (i, "after", SearchLag(provider)))
+        if space.points & {"A", "B", "C"}:
+            for point in RECOVERY_POINTS:
+                yield ((i, "kill", in_flight), (i, "after", Recover(KillAt(point, 1))))
+
+
+def _racing_recoveries(
+    space: Space, i: int, in_flights: Sequence[KillAt]
+) -> Iterator[tuple[Part, ...]]:
+    """D: two recoveries at once, the first waiting at each race point. They matter most
+    when the dead worker never sent (killed at A): both find nothing at the provider, and
+    only a claim keeps both from sending."""
+    before_send = KillAt("A", 1) if space.reachable[i].get("A") else None
+    for kill in dict.fromkeys(k for k in (before_send, *in_flights) if k is not None):
+        # Only forced interleavings: a free race is not the same race twice, and a verdict
+        # must be (a generated schedule is shrunk and replayed).
+        for race_point in RACE_POINTS:
+            yield ((i, "kill", kill), (i, "after", Recover(racing=True, pause_at=race_point)))
 
 
 def _apply(space: Space, faults: Sequence[tuple[Part, ...]]) -> Schedule | None:
+    """The schedule of ``faults`` together (``None``: they do not go together)."""
     delivers: list[Deliver] = [Deliver(i) for i in range(space.messages)]
     before: list[list[Step]] = [[] for _ in range(space.messages)]
     after: list[list[Step]] = [[] for _ in range(space.messages)]
     for position, kind, value in (part for fault in faults for part in fault):
-        deliver = delivers[position]
-        if kind == "kill":
-            if deliver.kill is not None and deliver.kill != value:
+        if kind in _OF_A_DELIVERY:
+            deliver = _with_fault(delivers[position], kind, value)
+            if deliver is None:
                 return None
-            delivers[position] = dataclasses.replace(deliver, kill=value)
-        elif kind == "duplicate":
-            if deliver.duplicate is not None:
-                return None
-            duplicate, gate, hit = value
-            delivers[position] = dataclasses.replace(
-                deliver, duplicate=duplicate, pause_at=gate, pause_hit=hit
-            )
-        elif kind == "midway":
-            if deliver.midway is not None:
-                return None
-            delivers[position] = dataclasses.replace(deliver, midway=value)
-        elif kind == "fail_commit":
-            if deliver.fail_commit is not None:
-                return None
-            delivers[position] = dataclasses.replace(deliver, fail_commit=value)
-        elif kind == "power_loss":
-            if (deliver.kill is not None and deliver.kill != value) or deliver.backup_restore:
-                return None
-            delivers[position] = dataclasses.replace(deliver, kill=value, power_loss=True)
-        elif kind == "backup_restore":
-            if (deliver.kill is not None and deliver.kill != value) or deliver.power_loss:
-                return None
-            delivers[position] = dataclasses.replace(deliver, kill=value, backup_restore=True)
+            delivers[position] = deliver
         elif kind == "before":
             # One switch of a kind per provider: two faults of one kind would overwrite.
             ahead: list[Any] = before[position]
@@ -941,15 +977,66 @@ def _apply(space: Space, faults: Sequence[tuple[Part, ...]]) -> Schedule | None:
             ahead.append(value)
         else:
             after[position].append(value)
-    for deliver in delivers:
-        if deliver.midway is not None and (deliver.kill or deliver.duplicate):
-            return None  # the worker waits at one gate: no kill, no second worker with it
-        if deliver.fail_commit is not None and (
-            deliver.kill or deliver.duplicate or deliver.midway
-        ):
-            return None  # a failed commit is a delivery's one fault
-        if (deliver.power_loss or deliver.backup_restore) and deliver.duplicate == "concurrent":
-            return None  # two workers at once: the machine goes for both, not one
+    if not all(_faults_go_together(deliver) for deliver in delivers):
+        return None
+    return Schedule(tuple(_steps(space, delivers, before, after)))
+
+
+#: The kinds of part that are a delivery's own fault (its fields), not a step of their own.
+_OF_A_DELIVERY = frozenset(
+    {"kill", "duplicate", "midway", "fail_commit", "power_loss", "backup_restore"}
+)
+
+
+def _with_fault(deliver: Deliver, kind: str, value: Any) -> Deliver | None:
+    """``deliver`` with the fault of a part of kind ``kind`` (``None``: it already has one
+    that does not go with it)."""
+    if kind == "kill":
+        if deliver.kill is not None and deliver.kill != value:
+            return None
+        return dataclasses.replace(deliver, kill=value)
+    if kind == "duplicate":
+        if deliver.duplicate is not None:
+            return None
+        duplicate, gate, hit = value
+        return dataclasses.replace(deliver, duplicate=duplicate, pause_at=gate, pause_hit=hit)
+    if kind == "midway":
+        if deliver.midway is not None:
+            return None
+        return dataclasses.replace(deliver, midway=value)
+    if kind == "fail_commit":
+        if deliver.fail_commit is not None:
+            return None
+        return dataclasses.replace(deliver, fail_commit=value)
+    if kind == "power_loss":
+        if (deliver.kill is not None and deliver.kill != value) or deliver.backup_restore:
+            return None
+        return dataclasses.replace(deliver, kill=value, power_loss=True)
+    assert kind == "backup_restore", kind
+    if (deliver.kill is not None and deliver.kill != value) or deliver.power_loss:
+        return None
+    return dataclasses.replace(deliver, kill=value, backup_restore=True)
+
+
+def _faults_go_together(deliver: Deliver) -> bool:
+    """Whether the faults of one delivery can happen in one run."""
+    if deliver.midway is not None and (deliver.kill or deliver.duplicate):
+        return False  # the worker waits at one gate: no kill, no second worker with it
+    if deliver.fail_commit is not None and (deliver.kill or deliver.duplicate or deliver.midway):
+        return False  # a failed commit is a delivery's one fault
+    # Two workers at once: the machine goes for both, not one.
+    return not (
+        (deliver.power_loss or deliver.backup_restore) and deliver.duplicate == "concurrent"
+    )
+
+
+def _steps(
+    space: Space,
+    delivers: Sequence[Deliver],
+    before: Sequence[Sequence[Step]],
+    after: Sequence[Sequence[Step]],
+) -> list[Step]:
+    """Each delivery in order, the faults at a provider before it and the steps after it."""
     steps: list[Step] = []
     for deliver, ahead, extra in zip(delivers, before, after, strict=True):
         steps += ahead
@@ -964,7 +1051,7 @@ def _apply(space: Space, faults: Sequence[tuple[Part, ...]]) -> Schedule | None:
             steps.append(step)
             if isinstance(step, ChangeAuthority | LookupTimeouts | SearchLag) and space.recovers:
                 steps += [Advance(LEASE_WAIT), Recover()]
-    return Schedule(tuple(steps))
+    return steps
 
 
 def enumerate_schedules(space: Space, *, max_faults: int = 1) -> Iterator[Schedule]:

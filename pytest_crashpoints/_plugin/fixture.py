@@ -28,9 +28,10 @@ if TYPE_CHECKING:
     from fake_providers import Script
 
     from .._harness.context import Context, ProviderSpec
-    from .._harness.explore import CrashSettings
+    from .._harness.explore import CaseRaised, CrashSettings
     from .._harness.invariants import Invariant
     from .._harness.report import ExplorationReport
+    from .._harness.scenario import Scenario
     from .._ledger.views import LedgerView
     from .options import SessionOptions
 
@@ -167,8 +168,25 @@ class CrashpointsFixture:
         """
         from .._harness.explore import CaseRaised
         from ..errors import CrashpointsError
-        from .testerror import origin_of
 
+        self._mark_ran()
+        try:  # pytest.fail (a verdict, a set-up mistake) is no Exception: it goes up as is
+            return self._run(
+                worker=worker, recover=recover, command=command, recover_command=recover_command,
+                messages=messages, authorities=authorities, ledger_view=ledger_view, model=model,
+                transport_points=transport_points, reference_messages=reference_messages,
+                invariants=invariants, setup=setup,
+            )
+        except CaseRaised as exc:
+            raise self._case_raised(exc) from None
+        except CrashpointsError:
+            raise
+        except Exception as exc:
+            self._note_error(exc, cause=exc)
+            raise
+
+    def _mark_ran(self) -> None:
+        """Note that ``run`` was called; fail the test if it already was."""
         if self.ran:
             raise pytest.fail.Exception(
                 f"crashpoints: {self.nodeid}: crashpoints.run was already called in this test; "
@@ -177,29 +195,19 @@ class CrashpointsFixture:
                 pytrace=False,
             )
         self.ran = True
-        try:
-            return self._run(
-                worker=worker, recover=recover, command=command,
-                recover_command=recover_command, messages=messages, authorities=authorities,
-                ledger_view=ledger_view, transport_points=transport_points,
-                reference_messages=reference_messages, invariants=invariants, model=model,
-                setup=setup,
-            )
-        except pytest.fail.Exception:
-            raise  # a verdict (violations, coverage) or a set-up mistake, said in one line
-        except CaseRaised as exc:
-            # A case raised: one line with its schedule and replay command; whose code it
-            # was is the cause's.
-            self.error = exc
-            self.error_origin = origin_of(exc.__cause__ or exc)
-            message = f"crashpoints: {self.nodeid}: {exc}"
-            raise pytest.fail.Exception(message, pytrace=False) from None
-        except CrashpointsError:
-            raise
-        except Exception as exc:
-            self.error = exc
-            self.error_origin = origin_of(exc)
-            raise
+
+    def _case_raised(self, exc: CaseRaised) -> BaseException:
+        """Note the error of a case that raised (whose code it was is its cause's), and return
+        the failure that says it in one line, with its schedule and replay command."""
+        self._note_error(exc, cause=exc.__cause__ or exc)
+        return pytest.fail.Exception(f"crashpoints: {self.nodeid}: {exc}", pytrace=False)
+
+    def _note_error(self, exc: BaseException, *, cause: BaseException) -> None:
+        """Keep what ``run`` raised, and whose code raised ``cause`` (``origin_of``)."""
+        from .testerror import origin_of
+
+        self.error = exc
+        self.error_origin = origin_of(cause)
 
     def _run(
         self,
@@ -217,64 +225,110 @@ class CrashpointsFixture:
         model: Script | None,
         setup: Callable[[Context], object] | None,
     ) -> ExplorationReport:
-        from .._harness.explore import CaseRaised, explore
-        from .._harness.invariants import invariant_key, invariant_name
-        from .._harness.report import render_failure
-        from .._harness.scenario import Scenario
-        from .._harness.token import check_messages, read_token
+        """Build the test's scenario, explore its schedules, and conclude: the report, or
+        ``pytest.fail`` with what the test found."""
         from ..errors import CrashpointsError
 
         try:
-            providers = self.marker.providers
-            if not providers:
-                raise CrashpointsError(
-                    "the crashpoints marker names no providers; add e.g. "
-                    "providers=['email'] so the harness knows which fake providers to run."
-                )
-            worker, recover = _workers(worker, recover, command, recover_command, messages)
-            scenario = Scenario(
-                worker=worker,
-                recover=recover,
-                messages=tuple(messages),
-                providers=providers,
-                authorities=dict(authorities or default_authorities(messages, providers)),
-                ledger_view=ledger_view,
-                transport_points=tuple(transport_points),
-                timeout=self.marker.timeout or self.options.timeout,
-                start_method=self.marker.start_method,  # type: ignore[arg-type]
-                invariants=(*self.hooked_invariants, *invariants),
-                model=model,
-                setup=setup,
+            scenario = self._scenario(
+                worker=worker, recover=recover, command=command,
+                recover_command=recover_command, messages=messages, authorities=authorities,
+                ledger_view=ledger_view, transport_points=transport_points,
+                invariants=invariants, model=model, setup=setup,
             )
-            named = {invariant_name(check) for check in scenario.invariants}
-            unknown = [n for n in self.marker.expect if isinstance(n, str) and n not in named]
-            if unknown:
-                raise CrashpointsError(
-                    f"expect={list(self.marker.expect)!r} names {', '.join(map(repr, unknown))}, "
-                    f"which is not an invariant of this test (its own: "
-                    f"{', '.join(sorted(named)) or 'none'}); pass it in invariants=."
-                )
-            reference = None
-            if reference_messages is not None:
-                from .._harness.reference import reference_recovery, reference_worker
-
-                reference = dataclasses.replace(
-                    scenario,
-                    worker=reference_worker,
-                    recover=reference_recovery,
-                    messages=tuple(reference_messages),
-                    ledger_view=None,
-                    transport_points=(),
-                )
-            settings = self.settings()
-            if settings.replay is not None:
-                check_messages(read_token(settings.replay).schedule, len(scenario.messages))
+            reference = _reference(scenario, reference_messages)
+            settings = self._settings_of(scenario)
         except CrashpointsError as exc:
             # A mistake in how the test is set up: one line that says what to do.
             # "from None": the one line, not the harness's exception chained to it.
             message = f"crashpoints: {self.nodeid}: {exc}"
             raise pytest.fail.Exception(message, pytrace=False) from None
+        self.report = self._explore(scenario, settings, reference)
+        return self._conclude(self.report, settings)
+
+    # -- building the world --------------------------------------------------------------
+
+    def _scenario(
+        self,
+        *,
+        worker: Callable[[Any, Context], object] | None,
+        recover: Callable[[Context], object] | None,
+        command: Sequence[str] | None,
+        recover_command: Sequence[str] | None,
+        messages: Sequence[Mapping[str, Any]],
+        authorities: Mapping[str, Authority] | None,
+        ledger_view: Callable[[Context], LedgerView] | None,
+        transport_points: Sequence[str],
+        invariants: Sequence[Invariant],
+        model: Script | None,
+        setup: Callable[[Context], object] | None,
+    ) -> Scenario:
+        """The scenario of ``run``'s arguments under this test's marker. Raises
+        :class:`CrashpointsError` for a test set up wrong."""
+        from .._harness.scenario import Scenario
+        from ..errors import CrashpointsError
+
+        providers = self.marker.providers
+        if not providers:
+            raise CrashpointsError(
+                "the crashpoints marker names no providers; add e.g. "
+                "providers=['email'] so the harness knows which fake providers to run."
+            )
+        worker, recover = _workers(worker, recover, command, recover_command, messages)
+        scenario = Scenario(
+            worker=worker,
+            recover=recover,
+            messages=tuple(messages),
+            providers=providers,
+            authorities=dict(authorities or default_authorities(messages, providers)),
+            ledger_view=ledger_view,
+            transport_points=tuple(transport_points),
+            timeout=self.marker.timeout or self.options.timeout,
+            start_method=self.marker.start_method,  # type: ignore[arg-type]
+            invariants=(*self.hooked_invariants, *invariants),
+            model=model,
+            setup=setup,
+        )
+        self._check_expected_names(scenario)
+        return scenario
+
+    def _check_expected_names(self, scenario: Scenario) -> None:
+        """Raises :class:`CrashpointsError` if ``expect=`` names an invariant of the test's
+        own that the scenario does not have."""
+        from .._harness.invariants import invariant_name
+        from ..errors import CrashpointsError
+
+        named = {invariant_name(check) for check in scenario.invariants}
+        unknown = [n for n in self.marker.expect if isinstance(n, str) and n not in named]
+        if unknown:
+            raise CrashpointsError(
+                f"expect={list(self.marker.expect)!r} names {', '.join(map(repr, unknown))}, "
+                f"which is not an invariant of this test (its own: "
+                f"{', '.join(sorted(named)) or 'none'}); pass it in invariants=."
+            )
+
+    def _settings_of(self, scenario: Scenario) -> CrashSettings:
+        """This test's settings; raises :class:`CrashpointsError` if the replay token they
+        give names a message the scenario does not have."""
+        from .._harness.token import check_messages, read_token
+
+        settings = self.settings()
+        if settings.replay is not None:
+            check_messages(read_token(settings.replay).schedule, len(scenario.messages))
+        return settings
+
+    # -- exploring -----------------------------------------------------------------------
+
+    def _explore(
+        self, scenario: Scenario, settings: CrashSettings, reference: Scenario | None
+    ) -> ExplorationReport:
+        """Run the test's schedules, noting Hypothesis's statistics and showing progress.
+        The harness unable to run the test as set up fails it in one line; a case that
+        raised (:class:`CaseRaised`) goes up as it is."""
         from hypothesis.statistics import collector, describe_statistics
+
+        from .._harness.explore import CaseRaised, explore
+        from ..errors import CrashpointsError
 
         def note_statistics(stats: Any) -> None:
             stats["nodeid"] = self.nodeid
@@ -282,7 +336,7 @@ class CrashpointsFixture:
 
         try:
             with collector.with_value(note_statistics):  # type: ignore[arg-type]
-                report = explore(
+                return explore(
                     scenario,
                     settings,
                     base_dir=self.base_dir,
@@ -301,57 +355,6 @@ class CrashpointsFixture:
         finally:
             if self.progress is not None:
                 self.progress.finish(self.nodeid)
-        self.report = report
-        if report.failure is not None and (
-            report.failure.disagreement is not None or report.failure.inconclusive
-        ):
-            # A harness bug, or a case cut short by a timeout, fails the test whatever it
-            # expected: neither says anything about the agent.
-            pytest.fail(render_failure(report), pytrace=False)
-        expected = self.marker.expect
-        if expected:
-            found = set(report.failure.invariants) if report.failure else set()
-            if not set(expected) <= found:
-                stopped = (
-                    " The exploration stops at the first failing schedule, and that one broke "
-                    "only these: expect what one schedule breaks, and give each other bug a "
-                    "test of its own."
-                    if found
-                    else ""
-                )
-                pytest.fail(
-                    f"crashpoints: the deliberately broken agent of {self.nodeid} was not "
-                    f"caught: expected a violation of invariant(s) {list(expected)}, found "
-                    f"{sorted(found, key=invariant_key) or 'none'} in {report.cases} case(s)."
-                    f"{stopped}\n" + render_failure(report),
-                    pytrace=False,
-                )
-            return report
-        if report.failure is not None:
-            pytest.fail(render_failure(report), pytrace=False)
-        # A shard runs a part of the schedules: coverage is judged on the merged report.
-        if settings.strict_coverage and settings.replay is None and settings.shard is None:
-            gaps = [
-                f"point(s) {', '.join(report.unreached)} declared but never reached"
-                if report.unreached
-                else "",
-                f"point(s) {', '.join(report.unkilled)} reached but never killed (no kill "
-                "scheduled there took effect)"
-                if report.unkilled
-                else "",
-                *(f"not checked: {line}" for line in report.unchecked),
-            ]
-            gaps = [gap for gap in gaps if gap]
-            if gaps:
-                pytest.fail(
-                    f"crashpoints: {self.nodeid} (strict coverage) in {report.cases} case(s): "
-                    + "; ".join(gaps)
-                    + ". A test that never kills at a point, or cannot check an invariant, "
-                    "proves nothing about it: reach and kill the points (or drop them from "
-                    "points=), and read the columns the checks need in your ledger view.",
-                    pytrace=False,
-                )
-        return report
 
     def _on_case(self) -> Callable[[ExplorationReport], None]:
         """What runs after each case: the report so far is kept (for a run that ends in an
@@ -392,3 +395,97 @@ class CrashpointsFixture:
             )
         )
         return on_case
+
+    # -- concluding ----------------------------------------------------------------------
+
+    def _conclude(self, report: ExplorationReport, settings: CrashSettings) -> ExplorationReport:
+        """The verdict on ``report``: returned when the test passed (or caught what it
+        expected), else ``pytest.fail`` with why."""
+        from .._harness.report import render_failure
+
+        if report.failure is not None and (
+            report.failure.disagreement is not None or report.failure.inconclusive
+        ):
+            # A harness bug, or a case cut short by a timeout, fails the test whatever it
+            # expected: neither says anything about the agent.
+            pytest.fail(render_failure(report), pytrace=False)
+        if self.marker.expect:
+            self._check_caught(report)
+            return report
+        if report.failure is not None:
+            pytest.fail(render_failure(report), pytrace=False)
+        # A shard runs a part of the schedules: coverage is judged on the merged report.
+        if settings.strict_coverage and settings.replay is None and settings.shard is None:
+            self._check_coverage(report)
+        return report
+
+    def _check_caught(self, report: ExplorationReport) -> None:
+        """Fail the test unless ``report`` broke every invariant it expected broken."""
+        from .._harness.invariants import invariant_key
+        from .._harness.report import render_failure
+
+        expected = self.marker.expect
+        found = set(report.failure.invariants) if report.failure else set()
+        if not set(expected) <= found:
+            stopped = (
+                " The exploration stops at the first failing schedule, and that one broke "
+                "only these: expect what one schedule breaks, and give each other bug a "
+                "test of its own."
+                if found
+                else ""
+            )
+            pytest.fail(
+                f"crashpoints: the deliberately broken agent of {self.nodeid} was not "
+                f"caught: expected a violation of invariant(s) {list(expected)}, found "
+                f"{sorted(found, key=invariant_key) or 'none'} in {report.cases} case(s)."
+                f"{stopped}\n" + render_failure(report),
+                pytrace=False,
+            )
+
+    def _check_coverage(self, report: ExplorationReport) -> None:
+        """Fail the test (strict coverage) if ``report`` left a declared point unreached or
+        unkilled, or an invariant unchecked."""
+        gaps = _coverage_gaps(report)
+        if gaps:
+            pytest.fail(
+                f"crashpoints: {self.nodeid} (strict coverage) in {report.cases} case(s): "
+                + "; ".join(gaps)
+                + ". A test that never kills at a point, or cannot check an invariant, "
+                "proves nothing about it: reach and kill the points (or drop them from "
+                "points=), and read the columns the checks need in your ledger view.",
+                pytrace=False,
+            )
+
+
+def _reference(
+    scenario: Scenario, reference_messages: Sequence[Mapping[str, Any]] | None
+) -> Scenario | None:
+    """The scenario of the differential check: the same world, the reference worker and
+    recovery on ``reference_messages`` (``None``: no check)."""
+    if reference_messages is None:
+        return None
+    from .._harness.reference import reference_recovery, reference_worker
+
+    return dataclasses.replace(
+        scenario,
+        worker=reference_worker,
+        recover=reference_recovery,
+        messages=tuple(reference_messages),
+        ledger_view=None,
+        transport_points=(),
+    )
+
+
+def _coverage_gaps(report: ExplorationReport) -> list[str]:
+    """What strict coverage holds against ``report``, in words (empty: nothing)."""
+    gaps = [
+        f"point(s) {', '.join(report.unreached)} declared but never reached"
+        if report.unreached
+        else "",
+        f"point(s) {', '.join(report.unkilled)} reached but never killed (no kill "
+        "scheduled there took effect)"
+        if report.unkilled
+        else "",
+        *(f"not checked: {line}" for line in report.unchecked),
+    ]
+    return [gap for gap in gaps if gap]
