@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._agent.mcp import mcp_annotations
+    from ._agent.annotations import mcp_annotations
     from ._agent.recovery import recover
     from ._agent.toolcall import (
         Absent,
@@ -25,13 +25,13 @@ if TYPE_CHECKING:
         guarded_call,
     )
     from ._harness.context import Context, ProviderSpec
+    from ._harness.findings import ExplorationReport
     from ._harness.reference import (
         reference_recovery,
         reference_recovery_async,
         reference_worker,
         reference_worker_async,
     )
-    from ._harness.report import ExplorationReport
     from ._inject.failpoints import crashpoint, crashpoint_context
     from ._inject.transport import AsyncCrashTransport, CrashTransport
     from ._ledger.args import args_hash
@@ -57,7 +57,7 @@ _HOME = {
     "Absent": "._agent.toolcall",
     "Unavailable": "._agent.toolcall",
     "recover": "._agent.recovery",
-    "mcp_annotations": "._agent.mcp",
+    "mcp_annotations": "._agent.annotations",
     "Ledger": "._ledger.sqlite",
     "Attempt": "._ledger.records",
     "State": "._ledger.states",
@@ -68,7 +68,7 @@ _HOME = {
     "JSONLinesLedgerView": "._ledger.jsonlines",
     "Context": "._harness.context",
     "ProviderSpec": "._harness.context",
-    "ExplorationReport": "._harness.report",
+    "ExplorationReport": "._harness.findings",
     "reference_worker": "._harness.reference",
     "reference_recovery": "._harness.reference",
     "reference_worker_async": "._harness.reference",

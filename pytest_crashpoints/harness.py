@@ -39,8 +39,8 @@ For tools built on pytest-crashpoints and for tests that steer processes themsel
 """
 
 from ._harness.authority_store import AuthorityChange, AuthorityStore
+from ._harness.bridge import CommandRecovery, CommandWorker
 from ._harness.case import CaseResult, run_case
-from ._harness.command import CommandRecovery, CommandWorker
 from ._harness.context import CaseEnv, Context, ProviderSpec
 from ._harness.engine import StatesEngine
 from ._harness.evidence import (
@@ -53,9 +53,9 @@ from ._harness.evidence import (
 )
 from ._harness.explore import CrashSettings, explore
 from ._harness.failpoint_server import FailpointServer
+from ._harness.findings import ExplorationReport, Failure, ScheduleRun, render_failure
 from ._harness.history import History, TimelineRow
 from ._harness.invariants import INVARIANTS, Invariant, Violation, check_all, check_own, unchecked
-from ._harness.report import ExplorationReport, Failure, ScheduleRun, render_failure
 from ._harness.rundir import RunDir
 from ._harness.scenario import Scenario
 from ._harness.schedule import (

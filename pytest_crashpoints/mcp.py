@@ -11,7 +11,7 @@ Nothing here imports the ``mcp`` SDK until a worker runs or a server is read.
 
 from __future__ import annotations
 
-from ._agent.mcp import mcp_annotations
+from ._agent.annotations import mcp_annotations
 from ._agent.mcp_worker import McpCallError, mcp_server_worker
 
 __all__ = ["McpCallError", "mcp_annotations", "mcp_server_worker"]

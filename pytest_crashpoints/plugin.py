@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ._plugin.options import DOCS_URL, SessionOptions, add_options, read_options
-from ._plugin.report import REPORT_ATTR, junit_properties
+from ._plugin.results import REPORT_ATTR, junit_properties
 
 if TYPE_CHECKING:
     from ._plugin.fixture import CrashpointsFixture
@@ -343,7 +343,7 @@ def _error_data(
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):
         return
-    from ._plugin.report import collect, report_document, write_report, write_text
+    from ._plugin.results import collect, report_document, write_report, write_text
 
     results = collect(terminalreporter)
     options = config.stash.get(options_key, None)

@@ -18,9 +18,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from .._plugin.report import new_file_beside, write_text
+from .._plugin.results import new_file_beside, write_text
 from ..errors import CrashpointsError
-from .report import load_report, render_markdown, render_table, report_totals
+from .reading import load_report, render_markdown, render_table, report_totals
 
 __all__ = ["GATE_ERROR", "PytestRun", "gate", "run_pytest", "write_atomically"]
 

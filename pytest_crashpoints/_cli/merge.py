@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .._harness.schedule import COVERAGE_KINDS
-from .._plugin.report import REPORT_VERSION
+from .._plugin.results import REPORT_VERSION
 from .._plugin.summary import verdict_of
 from ..errors import CrashpointsError
 from .gate import GATE_ERROR, write_atomically
-from .report import load_report, render_table
+from .reading import load_report, render_table
 
 __all__ = ["merge", "merge_reports"]
 

@@ -13,7 +13,7 @@ from .._harness.printable import for_terminal
 from .._plugin.summary import schedule_lines, verdict_of
 from ..errors import CrashpointsError
 from .gate import GATE_ERROR, write_atomically
-from .report import load_report, render_table
+from .reading import load_report, render_table
 
 __all__ = ["show", "show_html", "show_schedules"]
 

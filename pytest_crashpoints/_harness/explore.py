@@ -36,9 +36,9 @@ from ..errors import CrashpointsError
 from .case import CaseResult, run_case
 from .engine import KEEP_BUDGET, StatesEngine, states_supported
 from .evidence import ExpectedEffect
+from .findings import ExplorationReport, Failure
 from .invariants import invariant_key
 from .jobs import run_in_order
-from .report import ExplorationReport, Failure
 from .scenario import Scenario
 from .schedule import (
     COVERAGE_KINDS,

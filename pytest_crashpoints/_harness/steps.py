@@ -24,7 +24,7 @@ from .agentfiles import (
     lose_unsynced_file,
     synced_sizes,
 )
-from .command import command_output
+from .bridge import command_output
 from .context import CaseEnv, Context
 from .evidence import Incident, Observation
 from .history import History
@@ -413,7 +413,7 @@ class CaseRun:
 
     def _python_worker(self) -> bool:
         """Whether the worker runs Python in its process (its syncs are seen)."""
-        from .command import CommandWorker
+        from .bridge import CommandWorker
 
         return not isinstance(self.scenario.worker, CommandWorker)
 

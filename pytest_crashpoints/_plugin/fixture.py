@@ -29,8 +29,8 @@ if TYPE_CHECKING:
 
     from .._harness.context import Context, ProviderSpec
     from .._harness.explore import CaseRaised, CrashSettings
+    from .._harness.findings import ExplorationReport
     from .._harness.invariants import Invariant
-    from .._harness.report import ExplorationReport
     from .._harness.scenario import Scenario
     from .._ledger.views import LedgerView
     from .options import SessionOptions
@@ -65,7 +65,7 @@ def _workers(
 ) -> tuple[Callable[[Any, Context], object], Callable[[Context], object] | None]:
     """The worker and recovery functions of ``run``'s arguments: a command becomes the
     bridge that runs it. Raises :class:`CrashpointsError` for a choice that is not one."""
-    from .._harness.command import CommandRecovery, CommandWorker, message_json
+    from .._harness.bridge import CommandRecovery, CommandWorker, message_json
     from ..errors import CrashpointsError
 
     if worker is not None and command is not None:
@@ -401,7 +401,7 @@ class CrashpointsFixture:
     def _conclude(self, report: ExplorationReport, settings: CrashSettings) -> ExplorationReport:
         """The verdict on ``report``: returned when the test passed (or caught what it
         expected), else ``pytest.fail`` with why."""
-        from .._harness.report import render_failure
+        from .._harness.findings import render_failure
 
         if report.failure is not None and (
             report.failure.disagreement is not None or report.failure.inconclusive
@@ -421,8 +421,8 @@ class CrashpointsFixture:
 
     def _check_caught(self, report: ExplorationReport) -> None:
         """Fail the test unless ``report`` broke every invariant it expected broken."""
+        from .._harness.findings import render_failure
         from .._harness.invariants import invariant_key
-        from .._harness.report import render_failure
 
         expected = self.marker.expect
         found = set(report.failure.invariants) if report.failure else set()
