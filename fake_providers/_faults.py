@@ -45,7 +45,7 @@ from __future__ import annotations
 import math
 import sqlite3
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from ._journal import Journal
 
@@ -76,17 +76,7 @@ LOST_RESPONSES: tuple[LostResponse, ...] = ("reset", "timeout", "502")
 Target = Literal["all", "writes", "lookups"]
 RequestKind = Literal["write", "lookup", "read"]
 
-FAULT_KINDS: tuple[FaultKind, ...] = (
-    "lookup_timeout",
-    "write_timeout",
-    "server_error",
-    "response_lost",
-    "rate_limit",
-    "latency",
-    "search_miss",
-    "session_lost",
-    "request_duplicated",
-)
+FAULT_KINDS: tuple[FaultKind, ...] = get_args(FaultKind)
 
 
 @dataclass(frozen=True)

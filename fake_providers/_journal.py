@@ -335,7 +335,8 @@ class Journal:
 
         ``label`` selects the requests that presented a key derived for that label.
         """
-        where, args = _filters(
+        rows = self._select(
+            "requests",
             operation_key=operation_key,
             attempt_id=attempt_id,
             tenant_id=tenant_id,
@@ -344,8 +345,6 @@ class Journal:
             request_id=request_id,
             label=label,
         )
-        with self.connection() as conn:
-            rows = conn.execute(f"SELECT * FROM requests{where} ORDER BY seq", args).fetchall()
         return [_request_record(r) for r in rows]
 
     def effects(
@@ -363,7 +362,8 @@ class Journal:
 
         ``label`` selects the effects applied by a key derived for that label.
         """
-        where, args = _filters(
+        rows = self._select(
+            "effects",
             operation_key=operation_key,
             attempt_id=attempt_id,
             tenant_id=tenant_id,
@@ -372,9 +372,16 @@ class Journal:
             object_id=object_id,
             label=label,
         )
-        with self.connection() as conn:
-            rows = conn.execute(f"SELECT * FROM effects{where} ORDER BY seq", args).fetchall()
         return [_effect_record(r) for r in rows]
+
+    def _select(self, table: str, **given: str | None) -> list[Any]:
+        """The rows of ``table`` whose columns equal every given value that is not None, in
+        ``seq`` order."""
+        clauses = [f"{name}=?" for name, value in given.items() if value is not None]
+        args = [value for value in given.values() if value is not None]
+        where = " WHERE " + " AND ".join(clauses) if clauses else ""
+        with self.connection() as conn:
+            return conn.execute(f"SELECT * FROM {table}{where} ORDER BY seq", args).fetchall()
 
     def effect_counts(self) -> dict[str, int]:
         """Number of applied effects per logical operation (``operation_key``)."""
@@ -383,12 +390,6 @@ class Journal:
                 "SELECT operation_key, COUNT(*) FROM effects GROUP BY operation_key"
             ).fetchall()
         return {r[0]: r[1] for r in rows}
-
-
-def _filters(**given: str | None) -> tuple[str, list[str]]:
-    clauses = [f"{name}=?" for name, value in given.items() if value is not None]
-    args = [value for value in given.values() if value is not None]
-    return (" WHERE " + " AND ".join(clauses) if clauses else ""), args
 
 
 def next_counter(conn: sqlite3.Connection, name: str) -> int:

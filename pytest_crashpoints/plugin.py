@@ -160,6 +160,12 @@ def _session_seed(config: pytest.Config, options: SessionOptions) -> int:
         forced = _hypothesis_seed(config)
         if forced is not None:
             config.stash[seed_origin_key] = " (from --hypothesis-seed)"
+        elif options.shard is not None:
+            raise pytest.UsageError(
+                f"crashpoints: --crashpoints-shard={options.shard[0]}/{options.shard[1]} needs "
+                "--crashpoints-seed=N, the same on every shard (the CI run's id, say): "
+                "crashpoints merge takes the shards of one seed only."
+            )
         seed = forced if forced is not None else random.Random().getrandbits(32)
     if cache is not None:
         cache.set("crashpoints/seed", seed)
@@ -225,10 +231,18 @@ class _ScheduleListing:
 def pytest_report_header(config: pytest.Config) -> list[str]:
     from ._harness import scratch
 
-    return [
+    lines = [
         f"Using --crashpoints-seed={config.stash[seed_key]}{config.stash[seed_origin_key]}",
-        f"crashpoints: {scratch.describe()}",
+        f"crashpoints: {scratch.describe()}; a failing case's files are kept under pytest's "
+        "tmp_path (--basetemp)",
     ]
+    shard = config.stash[options_key].shard
+    if shard is not None and not config.stash[options_key].replay:
+        lines.append(
+            f"crashpoints: shard {shard[0]} of {shard[1]} of each crash test's schedules; "
+            "coverage is judged on the merged report (crashpoints merge)"
+        )
+    return lines
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -82,12 +82,26 @@ def _correlation_label(key: str) -> str:
     return "key-" + hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
-class ChargeAdapter:
-    """``charge``: a Stripe-like charge. Args: ``amount`` (int, minor units), ``currency``,
-    ``customer``, optional ``description``."""
+def _fetch(
+    client: httpx.Client, path: str, found: Callable[[Mapping[str, Any]], Found]
+) -> LookupResult:
+    """Look an effect up by the id the provider gave it: a 404 proves it absent."""
+    response = client.get(path)
+    if response.status_code == 404:
+        return Absent()
+    response.raise_for_status()
+    return found(response.json())
 
-    tool_name = "charge"
+
+class _PaymentsAdapter:
+    """What the charge and refund adapters share: a Stripe-like object created from a form
+    under the idempotency key (the created object is a durable receipt), and looked up by its
+    id when the attempt holds one."""
+
+    tool_name: str
     has_lookup = True
+    #: Where the provider creates and lists the objects, e.g. ``/v1/charges``.
+    _path: str
 
     def __init__(self, client_for: ClientFor, *, idempotent: bool = True) -> None:
         self._client_for = client_for
@@ -96,6 +110,52 @@ class ChargeAdapter:
     def dispatch(
         self, args: Mapping[str, JSONValue], *, idempotency_key: str, authority: Authority
     ) -> Receipt:
+        response = self._client_for(authority).post(
+            self._path,
+            data=self._form(args, idempotency_key),
+            headers={"Idempotency-Key": idempotency_key, CORRELATION_HEADER: idempotency_key},
+        )
+        _refuse_or_raise(response, self.tool_name)
+        created = response.json()
+        return Receipt(
+            request_id=response.headers.get("Request-Id", created["id"]),
+            result_ref=created["id"],
+            durable=True,
+            payload_hash=self._payload_hash(created),
+        )
+
+    def lookup(self, attempt: Attempt) -> LookupResult:
+        client = self._client_for(attempt.authority)
+        if attempt.result_ref:
+            return _fetch(client, f"{self._path}/{attempt.result_ref}", self._found)
+        return self._lookup_by_key(client, attempt)
+
+    def _found(self, created: Mapping[str, Any]) -> Found:
+        return Found(
+            payload_hash=self._payload_hash(created),
+            result_ref=str(created["id"]),
+            request_id=str(created["id"]),
+        )
+
+    def _form(self, args: Mapping[str, JSONValue], idempotency_key: str) -> dict[str, str]:
+        raise NotImplementedError
+
+    @staticmethod
+    def _payload_hash(created: Mapping[str, Any]) -> str:
+        raise NotImplementedError
+
+    def _lookup_by_key(self, client: httpx.Client, attempt: Attempt) -> LookupResult:
+        raise NotImplementedError
+
+
+class ChargeAdapter(_PaymentsAdapter):
+    """``charge``: a Stripe-like charge. Args: ``amount`` (int, minor units), ``currency``,
+    ``customer``, optional ``description``."""
+
+    tool_name = "charge"
+    _path = "/v1/charges"
+
+    def _form(self, args: Mapping[str, JSONValue], idempotency_key: str) -> dict[str, str]:
         form = {
             "amount": str(args["amount"]),
             "currency": str(args["currency"]),
@@ -104,74 +164,41 @@ class ChargeAdapter:
         }
         if "description" in args:
             form["description"] = str(args["description"])
-        response = self._client_for(authority).post(
-            "/v1/charges",
-            data=form,
-            headers={"Idempotency-Key": idempotency_key, CORRELATION_HEADER: idempotency_key},
-        )
-        _refuse_or_raise(response, "charge")
-        charge = response.json()
-        return Receipt(
-            request_id=response.headers.get("Request-Id", charge["id"]),
-            result_ref=charge["id"],
-            durable=True,
-            payload_hash=_charge_hash(charge),
-        )
+        return form
 
-    def lookup(self, attempt: Attempt) -> LookupResult:
-        client = self._client_for(attempt.authority)
-        if attempt.result_ref:
-            response = client.get(f"/v1/charges/{attempt.result_ref}")
-            if response.status_code == 404:
-                return Absent()
-            response.raise_for_status()
-            return _found_charge(response.json())
+    @staticmethod
+    def _payload_hash(created: Mapping[str, Any]) -> str:
+        """The arguments hash of what the provider charged: the tool's arguments, read back."""
+        args: dict[str, Any] = {
+            "amount": created.get("amount"),
+            "currency": created.get("currency"),
+            "customer": created.get("customer"),
+        }
+        if created.get("description"):
+            args["description"] = created["description"]
+        return args_hash(args)
+
+    def _lookup_by_key(self, client: httpx.Client, attempt: Attempt) -> LookupResult:
         query = f"metadata['{CORRELATION}']:'{attempt.idempotency_key}'"
         response = client.get("/v1/charges/search", params={"query": query})
         response.raise_for_status()
         hits = response.json().get("data", [])
         if hits:
-            return _found_charge(hits[0])
+            return self._found(hits[0])
         if not self.idempotent:
             return Unavailable("zero search hits prove nothing: the search lags")
         # Safe only because a retry with the same key is replayed by the provider.
         return Absent()
 
 
-def _charge_hash(charge: Mapping[str, Any]) -> str:
-    """The arguments hash of what the provider charged: the tool's arguments, read back."""
-    args: dict[str, Any] = {
-        "amount": charge.get("amount"),
-        "currency": charge.get("currency"),
-        "customer": charge.get("customer"),
-    }
-    if charge.get("description"):
-        args["description"] = charge["description"]
-    return args_hash(args)
-
-
-def _found_charge(charge: Mapping[str, Any]) -> Found:
-    return Found(
-        payload_hash=_charge_hash(charge),
-        result_ref=str(charge["id"]),
-        request_id=str(charge["id"]),
-    )
-
-
-class RefundAdapter:
+class RefundAdapter(_PaymentsAdapter):
     """``refund``: a Stripe-like refund of a charge. Args: ``charge`` (its id), ``amount``
     (int, minor units), optional ``reason``."""
 
     tool_name = "refund"
-    has_lookup = True
+    _path = "/v1/refunds"
 
-    def __init__(self, client_for: ClientFor, *, idempotent: bool = True) -> None:
-        self._client_for = client_for
-        self.idempotent = idempotent
-
-    def dispatch(
-        self, args: Mapping[str, JSONValue], *, idempotency_key: str, authority: Authority
-    ) -> Receipt:
+    def _form(self, args: Mapping[str, JSONValue], idempotency_key: str) -> dict[str, str]:
         form = {
             "charge": str(args["charge"]),
             "amount": str(args["amount"]),
@@ -179,28 +206,17 @@ class RefundAdapter:
         }
         if args.get("reason"):
             form["reason"] = str(args["reason"])
-        response = self._client_for(authority).post(
-            "/v1/refunds",
-            data=form,
-            headers={"Idempotency-Key": idempotency_key, CORRELATION_HEADER: idempotency_key},
-        )
-        _refuse_or_raise(response, "refund")
-        refund = response.json()
-        return Receipt(
-            request_id=response.headers.get("Request-Id", refund["id"]),
-            result_ref=refund["id"],
-            durable=True,
-            payload_hash=_refund_hash(refund),
-        )
+        return form
 
-    def lookup(self, attempt: Attempt) -> LookupResult:
-        client = self._client_for(attempt.authority)
-        if attempt.result_ref:
-            response = client.get(f"/v1/refunds/{attempt.result_ref}")
-            if response.status_code == 404:
-                return Absent()
-            response.raise_for_status()
-            return _found_refund(response.json())
+    @staticmethod
+    def _payload_hash(created: Mapping[str, Any]) -> str:
+        """The arguments hash of what the provider refunded: the tool's arguments, read back."""
+        args: dict[str, Any] = {"charge": created.get("charge"), "amount": created.get("amount")}
+        if created.get("reason"):
+            args["reason"] = created["reason"]
+        return args_hash(args)
+
+    def _lookup_by_key(self, client: httpx.Client, attempt: Attempt) -> LookupResult:
         # The charge's refunds are listed consistently: a refund made under the key is there.
         response = client.get(
             "/v1/refunds", params={"charge": str(attempt.args["charge"]), "limit": "100"}
@@ -208,24 +224,8 @@ class RefundAdapter:
         response.raise_for_status()
         for refund in response.json().get("data", []):
             if (refund.get("metadata") or {}).get(CORRELATION) == attempt.idempotency_key:
-                return _found_refund(refund)
+                return self._found(refund)
         return Absent()
-
-
-def _refund_hash(refund: Mapping[str, Any]) -> str:
-    """The arguments hash of what the provider refunded: the tool's arguments, read back."""
-    args: dict[str, Any] = {"charge": refund.get("charge"), "amount": refund.get("amount")}
-    if refund.get("reason"):
-        args["reason"] = refund["reason"]
-    return args_hash(args)
-
-
-def _found_refund(refund: Mapping[str, Any]) -> Found:
-    return Found(
-        payload_hash=_refund_hash(refund),
-        result_ref=str(refund["id"]),
-        request_id=str(refund["id"]),
-    )
 
 
 class EmailAdapter:
@@ -275,11 +275,9 @@ class EmailAdapter:
                 # Search answers summaries; the message itself holds the custom args.
                 message_id = str(hits[0]["msg_id"])
         if message_id:
-            response = client.get(f"/v3/messages/{message_id}")
-            if response.status_code == 404:
-                return Absent()
-            response.raise_for_status()
-            return _found_message(response.json(), attempt)
+            return _fetch(
+                client, f"/v3/messages/{message_id}", lambda m: _found_message(m, attempt)
+            )
         sent_at = attempt.dispatched_at if attempt.dispatched_at is not None else attempt.created_at
         if self._now() - sent_at <= self._search_lag_bound:
             return Unavailable("no search hit yet, and the search may still lag behind the send")
@@ -345,11 +343,9 @@ class TicketAdapter:
         repo = str(attempt.args["repo"])
         if attempt.result_ref:
             number = attempt.result_ref.rpartition("#")[2]
-            response = client.get(f"/repos/{repo}/issues/{number}")
-            if response.status_code == 404:
-                return Absent()
-            response.raise_for_status()
-            return _found_issue(repo, response.json())
+            return _fetch(
+                client, f"/repos/{repo}/issues/{number}", lambda issue: _found_issue(repo, issue)
+            )
         response = client.get(
             f"/repos/{repo}/issues",
             params={"labels": _correlation_label(attempt.idempotency_key), "state": "all"},

@@ -210,6 +210,13 @@ def write_atomically(path: Path, text: str) -> None:
     write_text(path, text)
 
 
+def say_write_error(command: str, output: Path, exc: CrashpointsError | OSError) -> None:
+    """Say on stderr, in one line, why ``crashpoints COMMAND`` wrote nothing to ``output``: a
+    report it could not use, or an ``OSError`` of the write."""
+    why = f"cannot write {output}: {exc.strerror or exc}" if isinstance(exc, OSError) else exc
+    print(f"crashpoints {command}: error: {why}", file=sys.stderr)
+
+
 @dataclasses.dataclass(frozen=True)
 class PytestRun:
     """How the pytest run ended: its status (``128 + N`` if it died of signal N), and the

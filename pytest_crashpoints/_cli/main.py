@@ -82,11 +82,25 @@ def _parser() -> argparse.ArgumentParser:
 _Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
+def _add_documented(
+    sub: _Subparsers, name: str, *, help: str, description: str
+) -> argparse.ArgumentParser:
+    """The parser of subcommand ``name``, its help ending with a link to its section of the
+    command's documentation."""
+    return sub.add_parser(
+        name,
+        formatter_class=_Help,
+        help=help,
+        description=description,
+        epilog=f"Documentation: {DOCS_URL}cli.md#crashpoints-{name}",
+    )
+
+
 def _add_gate(sub: _Subparsers) -> None:
     """``crashpoints gate`` and its arguments."""
-    gate = sub.add_parser(
+    gate = _add_documented(
+        sub,
         "gate",
-        formatter_class=_Help,
         help="run the crash tests as a deployment gate",
         description=(
             "Run pytest with the crashpoints plugin over PATHS (strict coverage on), write the "
@@ -95,7 +109,6 @@ def _add_gate(sub: _Subparsers) -> None:
             "violation, declared point never reached, or deliberately broken agent not "
             "caught. Arguments after -- go to pytest (e.g. -- -n 2)."
         ),
-        epilog=f"Documentation: {DOCS_URL}cli.md#crashpoints-gate",
     )
     gate.add_argument(
         "paths",
@@ -162,9 +175,9 @@ def _add_show(sub: _Subparsers) -> None:
 
 def _add_merge(sub: _Subparsers) -> None:
     """``crashpoints merge`` and its arguments."""
-    merge = sub.add_parser(
+    merge = _add_documented(
+        sub,
         "merge",
-        formatter_class=_Help,
         help="combine the reports of the shards of one run into one report",
         description=(
             "Combine the JSON reports of every shard of one run (--crashpoints-shard=K/N) "
@@ -174,7 +187,6 @@ def _add_merge(sub: _Subparsers) -> None:
             "an error (reports of different runs, a shard missing or given twice), when "
             "nothing is written."
         ),
-        epilog=f"Documentation: {DOCS_URL}cli.md#crashpoints-merge",
     )
     merge.add_argument("reports", metavar="REPORT.json", nargs="+", help="the report of each shard")
     merge.add_argument(

@@ -26,7 +26,7 @@ from .._harness.schedule import COVERAGE_KINDS
 from .._plugin.results import REPORT_VERSION
 from .._plugin.summary import verdict_of
 from ..errors import CrashpointsError
-from .gate import GATE_ERROR, write_atomically
+from .gate import GATE_ERROR, say_write_error, write_atomically
 from .reading import load_report, render_table
 
 __all__ = ["merge", "merge_reports"]
@@ -39,20 +39,31 @@ def merge(paths: Sequence[Path], output: Path, *, out: TextIO | None = None) -> 
     (said in one line on stderr; nothing is written)."""
     out = out or sys.stdout
     try:
-        merged = merge_reports([(path, load_report(path)) for path in paths])
+        _not_an_input(paths, output)
+        merged = merge_reports([(path, _load(path)) for path in paths])
         write_atomically(output, json.dumps(merged, indent=2, sort_keys=True) + "\n")
-    except CrashpointsError as exc:
-        print(f"crashpoints merge: error: {exc}", file=sys.stderr)
-        return GATE_ERROR
-    except OSError as exc:
-        print(
-            f"crashpoints merge: error: cannot write {output}: {exc.strerror or exc}",
-            file=sys.stderr,
-        )
+    except (CrashpointsError, OSError) as exc:
+        say_write_error("merge", output, exc)
         return GATE_ERROR
     print(render_table(merged), file=out)
     print(f"crashpoints merge: wrote {output} ({len(paths)} shards)", file=out)
     return 0
+
+
+def _not_an_input(paths: Sequence[Path], output: Path) -> None:
+    if any(path.resolve() == output.resolve() for path in paths):
+        raise CrashpointsError(
+            f"-o {output} is one of the reports to merge; write the merged report to a new "
+            "file (-o merged.json)."
+        )
+
+
+def _load(path: Path) -> Report:
+    if not path.is_file():
+        raise CrashpointsError(
+            f"no report at {path}; each shard writes one with --crashpoints-report=PATH."
+        )
+    return load_report(path)
 
 
 def merge_reports(reports: Sequence[tuple[Path, Report]]) -> Report:
@@ -60,6 +71,7 @@ def merge_reports(reports: Sequence[tuple[Path, Report]]) -> Report:
     from, for the messages). Raises :class:`CrashpointsError` if they are not every shard of
     one run, each once."""
     by_shard = _check_shards(reports)
+    _check_same_tests(by_shard)
     total = len(by_shard)
     nodeids = sorted({test["nodeid"] for _, report in reports for test in report["tests"]})
     tests = []
@@ -128,6 +140,34 @@ def _check_shards(reports: Sequence[tuple[Path, Report]]) -> dict[int, Report]:
     return by_shard
 
 
+def _check_same_tests(by_shard: dict[int, Report]) -> None:
+    """Every shard that finished ran the same tests, declared alike: shards of different
+    selections, or of different code, are not one run."""
+    finished = {k: r for k, r in by_shard.items() if not r["interrupted"]}
+    if not finished:
+        return
+    first, report0 = min(finished.items())
+    tests0 = {t["nodeid"]: t for t in report0["tests"]}
+    for k, report in sorted(finished.items()):
+        tests = {t["nodeid"]: t for t in report["tests"]}
+        for nodeid in sorted(set(tests) ^ set(tests0)):
+            has, lacks = (k, first) if nodeid in tests else (first, k)
+            raise CrashpointsError(
+                f"{nodeid} is in the report of shard {has} but not in that of shard {lacks}: "
+                "run every shard with the same tests selected (the same pytest arguments "
+                "but --crashpoints-shard)."
+            )
+        for nodeid, test in sorted(tests.items()):
+            for field in ("declared", "mode"):
+                if test.get(field) != tests0[nodeid].get(field):
+                    raise CrashpointsError(
+                        f"{nodeid} differs between shards: shard {first} has {field} "
+                        f"{tests0[nodeid].get(field)!r}, shard {k} {test.get(field)!r}; the "
+                        "shards ran different code or options. Run every shard from the same "
+                        "commit with the same options."
+                    )
+
+
 def _shard(report: Report) -> str:
     return f"{report['shard']['index']}/{report['shard']['total']}"
 
@@ -148,7 +188,7 @@ def _merge_test(nodeid: str, entries: Sequence[Report | None]) -> Report:
             verdict="error",
             outcome="failed",
             error=f"{nodeid} is missing from the report of shard(s) {', '.join(missing)} of "
-            f"{len(entries)} (that run did not finish it); run those shards again",
+            f"{len(entries)} (that run was interrupted before it); run those shards again",
             error_origin="harness",
             error_phase="call",
         )

@@ -12,7 +12,7 @@ from typing import Any, TextIO
 from .._harness.printable import for_terminal
 from .._plugin.summary import schedule_lines, verdict_of
 from ..errors import CrashpointsError
-from .gate import GATE_ERROR, write_atomically
+from .gate import GATE_ERROR, say_write_error, write_atomically
 from .reading import load_report, render_table
 
 __all__ = ["show", "show_html", "show_schedules"]
@@ -133,14 +133,8 @@ def _write_derived(
             )
         text = render(load_report(path))
         write_atomically(output, text)
-    except CrashpointsError as exc:
-        print(f"crashpoints show: error: {exc}", file=sys.stderr)
-        return None
-    except OSError as exc:
-        print(
-            f"crashpoints show: error: cannot write {output}: {exc.strerror or exc}",
-            file=sys.stderr,
-        )
+    except (CrashpointsError, OSError) as exc:
+        say_write_error("show", output, exc)
         return None
     return text
 

@@ -85,6 +85,14 @@ class DurableState:
 
 def _walk(root: Path) -> Iterator[tuple[str, str]]:
     """``(relative path, absolute path)`` of every regular file under ``root``."""
+    for relative, entry in _entries(root):
+        if entry.is_file(follow_symlinks=False) and not _skipped(relative):
+            yield relative, entry.path
+
+
+def _entries(root: Path) -> Iterator[tuple[str, os.DirEntry[str]]]:
+    """``(relative path, entry)`` of everything under ``root`` that is not a folder; links
+    are not followed."""
     stack = [root]
     while stack:
         folder = stack.pop()
@@ -92,10 +100,8 @@ def _walk(root: Path) -> Iterator[tuple[str, str]]:
             for entry in entries:
                 if entry.is_dir(follow_symlinks=False):
                     stack.append(Path(entry.path))
-                elif entry.is_file(follow_symlinks=False):
-                    relative = os.path.relpath(entry.path, root)
-                    if not _skipped(relative):
-                        yield relative, entry.path
+                else:
+                    yield os.path.relpath(entry.path, root), entry
 
 
 class RunDirReader:
@@ -117,18 +123,9 @@ class RunDirReader:
         cannot be restored)."""
         files: dict[str, str] = {}
         for relative, path in _walk(self.root):
-            try:
-                info = os.stat(path)
-            except FileNotFoundError:
-                continue
-            key = (info.st_dev, info.st_ino)
-            fd = self._open.get(key)
+            fd = self._descriptor(path)
             if fd is None:
-                try:
-                    fd = os.open(path, os.O_RDONLY)
-                except FileNotFoundError:
-                    continue
-                self._open[key] = fd
+                continue
             size = os.fstat(fd).st_size
             data = os.pread(fd, size, 0) if size else b""
             files[relative] = blobs.put(data, keep=keep)
@@ -137,19 +134,25 @@ class RunDirReader:
     def head(self, path: str | os.PathLike[str], size: int) -> bytes:
         """The first ``size`` bytes of ``path`` (a file under the root), read through a kept
         descriptor (``b""`` if the file is gone)."""
+        fd = self._descriptor(path)
+        return b"" if fd is None else os.pread(fd, size, 0)
+
+    def _descriptor(self, path: str | os.PathLike[str]) -> int | None:
+        """The descriptor of ``path`` this reader keeps (one per file, by device and inode),
+        opened now if it has none yet; ``None`` if the file is gone."""
         try:
             info = os.stat(path)
         except FileNotFoundError:
-            return b""
+            return None
         key = (info.st_dev, info.st_ino)
         fd = self._open.get(key)
         if fd is None:
             try:
                 fd = os.open(path, os.O_RDONLY)
             except FileNotFoundError:
-                return b""
+                return None
             self._open[key] = fd
-        return os.pread(fd, size, 0)
+        return fd
 
     def close(self) -> None:
         """Close every kept descriptor. Only while this process holds no SQLite connection
@@ -166,17 +169,9 @@ def restore(state: DurableState, root: str | os.PathLike[str], blobs: Blobs) -> 
     its files written. Only while no process has any of the files open."""
     top = Path(root)
     wanted = dict(state.files)
-    stack = [top]
-    while stack:
-        folder = stack.pop()
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(Path(entry.path))
-                else:
-                    relative = os.path.relpath(entry.path, top)
-                    if relative not in wanted and relative != "clock.lock":
-                        os.unlink(entry.path)
+    for relative, entry in _entries(top):
+        if relative not in wanted and relative != "clock.lock":
+            os.unlink(entry.path)
     for relative, digest in state.files:
         path = top / relative
         path.parent.mkdir(parents=True, exist_ok=True)

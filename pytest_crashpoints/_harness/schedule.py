@@ -165,6 +165,16 @@ def _is_model(provider: str) -> bool:
     return found is not None and found.is_model
 
 
+def _check_nth(nth: object) -> None:
+    if isinstance(nth, bool) or not isinstance(nth, int) or nth < 1:
+        raise ValueError(f"nth must be 1 or more, not {nth!r}")
+
+
+def _check_variant(variant: str, variants: Sequence[str]) -> None:
+    if variant not in variants:
+        raise ValueError(f"variant must be one of {', '.join(variants)}")
+
+
 def _ordinal(n: int) -> str:
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
@@ -226,8 +236,7 @@ class FailCommit:
 
     def __post_init__(self) -> None:
         KillAt("db.commit", self.hit)  # the same checks
-        if self.variant not in COMMIT_FAILURES:
-            raise ValueError(f"variant must be one of {', '.join(COMMIT_FAILURES)}")
+        _check_variant(self.variant, COMMIT_FAILURES)
 
     def __str__(self) -> str:
         return f"its {_ordinal(self.hit)} commit fails ({COMMIT_ERRORS[self.variant]})"
@@ -325,10 +334,8 @@ class LoseResponse:
     variant: LostVariant = "reset"
 
     def __post_init__(self) -> None:
-        if isinstance(self.nth, bool) or not isinstance(self.nth, int) or self.nth < 1:
-            raise ValueError(f"nth must be 1 or more, not {self.nth!r}")
-        if self.variant not in LOST_VARIANTS:
-            raise ValueError(f"variant must be one of {', '.join(LOST_VARIANTS)}")
+        _check_nth(self.nth)
+        _check_variant(self.variant, LOST_VARIANTS)
 
     def __str__(self) -> str:
         seen = {"reset": "a reset connection", "timeout": "a timeout", "502": "a 502"}
@@ -350,12 +357,8 @@ class Refuse:
     variant: RefusalVariant = "500"
 
     def __post_init__(self) -> None:
-        if isinstance(self.nth, bool) or not isinstance(self.nth, int) or self.nth < 1:
-            raise ValueError(f"nth must be 1 or more, not {self.nth!r}")
-        if self.variant not in (*REFUSALS, SESSION_REFUSAL):
-            raise ValueError(
-                f"variant must be one of {', '.join((*REFUSALS, SESSION_REFUSAL))}"
-            )
+        _check_nth(self.nth)
+        _check_variant(self.variant, (*REFUSALS, SESSION_REFUSAL))
 
     def __str__(self) -> str:
         how = {"500": "a 500", "429": "a 429 with Retry-After", "timeout": "a timeout",
@@ -381,8 +384,7 @@ class DuplicateRequest:
     nth: int = 1
 
     def __post_init__(self) -> None:
-        if isinstance(self.nth, bool) or not isinstance(self.nth, int) or self.nth < 1:
-            raise ValueError(f"nth must be 1 or more, not {self.nth!r}")
+        _check_nth(self.nth)
 
     def __str__(self) -> str:
         return (

@@ -172,10 +172,10 @@ class CrashpointsFixture:
         self._mark_ran()
         try:  # pytest.fail (a verdict, a set-up mistake) is no Exception: it goes up as is
             return self._run(
+                reference_messages,
                 worker=worker, recover=recover, command=command, recover_command=recover_command,
                 messages=messages, authorities=authorities, ledger_view=ledger_view, model=model,
-                transport_points=transport_points, reference_messages=reference_messages,
-                invariants=invariants, setup=setup,
+                transport_points=transport_points, invariants=invariants, setup=setup,
             )
         except CaseRaised as exc:
             raise self._case_raised(exc) from None
@@ -210,32 +210,14 @@ class CrashpointsFixture:
         self.error_origin = origin_of(cause)
 
     def _run(
-        self,
-        *,
-        worker: Callable[[Any, Context], object] | None,
-        recover: Callable[[Context], object] | None,
-        command: Sequence[str] | None,
-        recover_command: Sequence[str] | None,
-        messages: Sequence[Mapping[str, Any]],
-        authorities: Mapping[str, Authority] | None,
-        ledger_view: Callable[[Context], LedgerView] | None,
-        transport_points: Sequence[str],
-        reference_messages: Sequence[Mapping[str, Any]] | None,
-        invariants: Sequence[Invariant],
-        model: Script | None,
-        setup: Callable[[Context], object] | None,
+        self, reference_messages: Sequence[Mapping[str, Any]] | None, **scenario_args: Any
     ) -> ExplorationReport:
-        """Build the test's scenario, explore its schedules, and conclude: the report, or
-        ``pytest.fail`` with what the test found."""
+        """Build the test's scenario (from ``_scenario``'s arguments), explore its schedules,
+        and conclude: the report, or ``pytest.fail`` with what the test found."""
         from ..errors import CrashpointsError
 
         try:
-            scenario = self._scenario(
-                worker=worker, recover=recover, command=command,
-                recover_command=recover_command, messages=messages, authorities=authorities,
-                ledger_view=ledger_view, transport_points=transport_points,
-                invariants=invariants, model=model, setup=setup,
-            )
+            scenario = self._scenario(**scenario_args)
             reference = _reference(scenario, reference_messages)
             settings = self._settings_of(scenario)
         except CrashpointsError as exc:

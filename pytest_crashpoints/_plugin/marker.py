@@ -56,11 +56,15 @@ def _points(value: object) -> tuple[str, ...]:
                 f"point {item!r} is not a crash point; the crash points are "
                 f"{', '.join(CRASH_POINTS)} (longer names are your own fail points)"
             )
-        if item not in points:
-            points.append(item)
-    if not points:
-        raise CrashpointsError("points is empty; name at least one crash point")
-    return tuple(points)
+        points.append(item)
+    return _distinct(points, "points is empty; name at least one crash point")
+
+
+def _distinct(chosen: list[str], empty: str) -> tuple[str, ...]:
+    """``chosen`` in order without repeats; ``CrashpointsError(empty)`` when it is empty."""
+    if not chosen:
+        raise CrashpointsError(empty)
+    return tuple(dict.fromkeys(chosen))
 
 
 def _providers(value: object) -> tuple[ProviderSpec, ...]:
@@ -145,11 +149,8 @@ def _faults(value: object, points: tuple[str, ...]) -> tuple[str, ...] | None:
                 f"faults={value!r}: {item!r} needs point(s) {' or '.join(sorted(needs))} in "
                 f"points, which are {shown}"
             )
-        if item not in chosen:
-            chosen.append(item)
-    if not chosen:
-        raise CrashpointsError("faults is empty; name at least one kind of fault, or leave it out")
-    return tuple(chosen)
+        chosen.append(item)
+    return _distinct(chosen, "faults is empty; name at least one kind of fault, or leave it out")
 
 
 def parse_marker(args: tuple[Any, ...], kwargs: dict[str, Any]) -> CrashMarker:

@@ -117,6 +117,39 @@ def test_two_shards_merged_are_the_unsharded_run(
         main(["show", str(pytester.path / "out" / "merged.json"), "--html", "-o", str(html)]) == 0
     )
     assert html.read_text().startswith("<!DOCTYPE html>")
+    refuses_shards_that_are_not_one_run(pytester.path, capsys)
+
+
+def refuses_shards_that_are_not_one_run(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Shards of different selections or code, an output over an input, a missing file."""
+    s1, s2 = folder / "s1.json", folder / "s2.json"
+    before = s1.read_bytes()
+
+    def refused(*paths: Path, output: Path) -> str:
+        assert main(["merge", *map(str, paths), "-o", str(output)]) == 2
+        return capsys.readouterr().err
+
+    assert "-o " in refused(s1, s2, output=s1) and "is one of the reports to merge" in (
+        refused(s1, s2, output=folder / "." / "s1.json")
+    )
+    assert s1.read_bytes() == before
+    document = json.loads(s2.read_text())
+    selected = dict(document, tests=[t for t in document["tests"] if "test_good" in t["nodeid"]])
+    (folder / "fewer.json").write_text(json.dumps(selected))
+    err = refused(s1, folder / "fewer.json", output=folder / "m.json")
+    assert "test_broken is in the report of shard 1 but not in that of shard 2" in err
+    assert "the same tests selected" in err
+    for test in document["tests"]:
+        test["declared"] = ["A"]
+    (folder / "drift.json").write_text(json.dumps(document))
+    err = refused(s1, folder / "drift.json", output=folder / "m.json")
+    assert "differs between shards: shard 1 has declared ['A', 'B'], shard 2 ['A']" in err
+    assert "Run every shard from the same commit" in err
+    err = refused(s1, folder / "nope.json", output=folder / "m.json")
+    assert "no report at" in err and "--crashpoints-report=PATH" in err
+    assert not (folder / "m.json").exists()
 
 
 def test_the_token_of_a_failure_found_in_shard_2_replays_without_the_shard(
@@ -149,6 +182,17 @@ def test_a_bad_shard_is_a_usage_error(pytester: pytest.Pytester, value: str, say
     result = pytester.runpytest_subprocess("-p", "crashpoints", f"--crashpoints-shard={value}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*--crashpoints-shard has the value {value!r}: {says}*"])
+
+
+def test_a_shard_needs_a_seed_and_says_it_is_one(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "crashpoints", "--crashpoints-shard=2/3")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--crashpoints-shard=2/3 needs --crashpoints-seed=N, the same on every shard*"]
+    )
+    result = run(pytester, "--crashpoints-shard=2/3")
+    result.stdout.fnmatch_lines(["crashpoints: shard 2 of 3 of each crash test's schedules; *"])
 
 
 def test_a_bad_shard_in_the_environment_names_it(
