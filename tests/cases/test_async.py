@@ -232,6 +232,7 @@ def test_an_async_callable_object_and_the_async_reference_twins_run(tmp_path: Pa
 
 async def patient_mailer(job: dict[str, Any], ctx: Context) -> str:
     """Waits on a 200 ms monotonic() deadline and retries with backoff (anyio and asyncio)."""
+    # The agent's own deadline loop and backoff: time passing is the behaviour under test.
     deadline = time.monotonic() + 0.2
     while time.monotonic() < deadline:
         await anyio.sleep(0.02)

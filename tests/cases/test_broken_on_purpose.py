@@ -346,6 +346,7 @@ def test_the_broken_workers_pass_without_faults(worker: Any, tmp_path: Path) -> 
 def worker_leaving_a_helper(message: Mapping[str, Any], ctx: Context) -> object:
     import subprocess
 
+    # A helper still running when the worker ends: the bug under test, not a wait.
     subprocess.Popen(["sleep", "30"], start_new_session=True)
     return reference_worker(message, ctx)
 

@@ -13,15 +13,18 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import wait_until
+
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
 SUITE = """
-import time
+import os
+import threading
+from pathlib import Path
 
 import pytest
 from pytest_crashpoints import reference_recovery, reference_worker
@@ -31,7 +34,11 @@ MESSAGE = {"task_id": "t-1", "calls": [{"tool": "send_email", "key": "inv-7:send
 
 
 def slow_worker(message, ctx):
-    time.sleep(2)
+    # Says it has started (a file named for its xdist worker and pid), then stays in flight
+    # until the signal to the gate ends it: the behaviour under test, not a wait.
+    xdist = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    (Path(os.environ["CRASHPOINTS_TEST_STARTED"]) / f"{xdist}-{os.getpid()}").touch()
+    threading.Event().wait()
     return reference_worker(message, ctx)
 
 
@@ -40,7 +47,7 @@ def test_a_fast(crashpoints):
     crashpoints.run(worker=reference_worker, recover=reference_recovery, messages=[MESSAGE])
 
 
-@pytest.mark.crashpoints(points="AB", providers=["email"], max_examples=500)
+@pytest.mark.crashpoints(points="AB", providers=["email"], max_examples=500, timeout=600)
 @pytest.mark.parametrize("n", range(4))
 def test_b_slow(crashpoints, n):
     crashpoints.run(worker=slow_worker, recover=reference_recovery, messages=[MESSAGE])
@@ -75,11 +82,17 @@ def workdir(tmp_path: Path) -> Path:
     (tmp_path / "crash").mkdir()
     (tmp_path / "crash" / "test_suite.py").write_text(SUITE)
     (tmp_path / "crashpoints-report.json").write_bytes(OLD_REPORT)
+    (tmp_path / "started").mkdir()
     return tmp_path
 
 
 def start_gate(workdir: Path, tag: str, *pytest_args: str) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "CRASHPOINTS_TEST_TAG": tag, "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "CRASHPOINTS_TEST_TAG": tag,
+        "CRASHPOINTS_TEST_STARTED": str(workdir / "started"),
+        "PYTHONUNBUFFERED": "1",
+    }
     return subprocess.Popen(
         [
             sys.executable,
@@ -116,20 +129,17 @@ def read_until(
     assert text in seen, seen.decode()
 
 
+def slow_workers(workdir: Path) -> dict[int, str]:
+    """The slow workers that have started: the name of each one's xdist worker, by pid."""
+    return {
+        int(pid): name
+        for name, _, pid in (p.name.rpartition("-") for p in (workdir / "started").iterdir())
+    }
+
+
 def leftovers(folder: Path) -> list[str]:
     """Temporary files of the gate's left in ``folder`` (their names begin with a dot)."""
     return [p.name for p in folder.iterdir() if p.name.endswith((".new", ".partial"))]
-
-
-def wait_until(condition: Callable[[], bool], *, timeout: float) -> bool:
-    """Whether ``condition()`` came true within ``timeout`` seconds (looked at every 50 ms).
-    A deadline, not a guess: on a busy machine it is reached later, never missed."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def finish(proc: subprocess.Popen[bytes], tag: str) -> bytes:
@@ -152,14 +162,24 @@ def test_a_signal_to_the_gate_leaves_no_process(workdir: Path, signum: signal.Si
     tag = uuid.uuid4().hex
     gate = start_gate(workdir, tag, "-n", "2", "-v")
     try:
-        # Both xdist workers are inside a slow crash test: gate, guardian, pytest, two xdist
-        # workers, their two fork servers and at least one worker are running.
-        read_until(gate, b"test_b_slow[", bytearray(), timeout=SLOW)
-        assert wait_until(lambda: len(tagged(tag)) >= 8, timeout=SLOW)
+        # Both xdist workers are inside a slow crash test, each with a worker in flight: gate,
+        # guardian, pytest, two xdist workers, their two fork servers and two workers.
+        wait_until(
+            lambda: set(slow_workers(workdir).values()) == {"gw0", "gw1"},
+            timeout=SLOW,
+            what=lambda: f"a slow worker in each xdist worker (started: {slow_workers(workdir)})",
+        )
+        running = tagged(tag)
+        assert slow_workers(workdir).keys() <= set(running), running
+        assert len(running) >= 9, running
         gate.send_signal(signum)
         gate.wait(timeout=SLOW)
         # Everything it started ends with it (the guardian kills what pytest leaves).
-        assert wait_until(lambda: tagged(tag) == [], timeout=SLOW), tagged(tag)
+        wait_until(
+            lambda: tagged(tag) == [],
+            timeout=SLOW,
+            what=lambda: f"every process the gate started to end (left: {tagged(tag)})",
+        )
     finally:
         out = finish(gate, tag)
     if signum == signal.SIGKILL:
@@ -185,11 +205,22 @@ def test_ctrl_c_is_one_line_pytests_status_and_a_report_of_what_finished(
         read_until(gate, b"test_a_fast PASSED", seen, timeout=SLOW)
         read_until(gate, b"test_b_slow[0]", seen, timeout=SLOW)
         # Inside the slow test's first crash case: gate, guardian, pytest, its fork server
-        # and a worker (sleeping in the slow worker) are running.
-        assert wait_until(lambda: len(tagged(tag)) >= 5, timeout=SLOW)
+        # and a worker (in flight in the slow worker) are running.
+        wait_until(
+            lambda: slow_workers(workdir),
+            timeout=SLOW,
+            what="the slow worker to start",
+        )
+        running = tagged(tag)
+        assert slow_workers(workdir).keys() <= set(running), running
+        assert len(running) >= 5, running
         gate.send_signal(signal.SIGINT)
         gate.wait(timeout=SLOW)
-        assert wait_until(lambda: tagged(tag) == [], timeout=SLOW), tagged(tag)
+        wait_until(
+            lambda: tagged(tag) == [],
+            timeout=SLOW,
+            what=lambda: f"every process the gate started to end (left: {tagged(tag)})",
+        )
     finally:
         out = finish(gate, tag)
     assert gate.returncode == 2, out.decode()

@@ -322,12 +322,15 @@ def test_the_header_says_where_run_directories_are(pytester: pytest.Pytester) ->
     pytester.makepyfile("def test_plain():\n    pass\n")
     result = run(pytester, "--crashpoints-run-dir=disk")
     result.stdout.fnmatch_lines(
-        ["crashpoints: run directories on disk (--crashpoints-run-dir=disk)"]
+        [
+            "crashpoints: run directories on disk (--crashpoints-run-dir=disk); a failing "
+            "case's files are kept under pytest's tmp_path (--basetemp)"
+        ]
     )
     pytester.mkdir("fast")
     result = run(pytester, "--crashpoints-run-dir=fast")
     result.stdout.fnmatch_lines(
-        ["crashpoints: run directories in *fast/crashpoints-*/* (--crashpoints-run-dir=fast)"]
+        ["crashpoints: run directories in *fast/crashpoints-*/* (--crashpoints-run-dir=fast); *"]
     )
 
 
@@ -638,7 +641,7 @@ import time
 
 
 def slow_worker(message, ctx):
-    time.sleep(5)
+    time.sleep(5)  # ten times its timeout: the slowness under test, not a wait
 
 
 @pytest.mark.crashpoints(points="A", providers=["email"], timeout=0.5)

@@ -27,6 +27,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Li
 
 
 def helper_in_its_own_session() -> int:
+    # Still running when the worker ends, for the harness to kill: not a wait.
     helper = subprocess.Popen(["sleep", "30"], start_new_session=True)
     return helper.pid
 
@@ -39,7 +40,7 @@ def daemon_by_double_fork(pid_file: str) -> str:
         if os.fork() == 0:
             with open(pid_file, "w") as file:
                 file.write(str(os.getpid()))
-            time.sleep(30)
+            time.sleep(30)  # outlives the worker, for the harness to kill: not a wait
         os._exit(0)
     os.waitpid(first, 0)
     deadline = time.monotonic() + 5

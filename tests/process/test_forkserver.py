@@ -77,6 +77,7 @@ def test_a_served_worker_that_hangs_times_out_with_its_whole_group(tmp_path: Pat
     pid_file = tmp_path / "grandchild.pid"
 
     def hang() -> None:
+        # A grandchild in the worker's group (asleep until killed), to show the whole group goes.
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
         pid_file.write_text(str(child.pid))
         threading.Event().wait()
