@@ -26,15 +26,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pytest_crashpoints.harness import (
-    Deliver,
-    HarnessClock,
-    Scenario,
-    Schedule,
-    fork_server,
-    run_case,
-    run_worker,
-)
+from pytest_crashpoints._process.forkserver import serving as fork_server
+from pytest_crashpoints._process.worker import run_worker
+from pytest_crashpoints.harness import Deliver, HarnessClock, Scenario, Schedule, run_case
 
 from . import _forks, _stats
 from ._scenarios import KillAt, email_scenario

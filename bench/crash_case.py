@@ -19,8 +19,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pytest_crashpoints.harness import Deliver, HarnessClock, Schedule, run_case, run_worker
-from pytest_crashpoints.harness import fork_server as serving
+from pytest_crashpoints._process.forkserver import serving
+from pytest_crashpoints._process.worker import run_worker
+from pytest_crashpoints.harness import Deliver, HarnessClock, Schedule, run_case
 
 from . import _floors, _forks, _stats
 from ._scenarios import KillAt, email_scenario

@@ -129,7 +129,8 @@ def _email(engine: str, base: Path, jobs: int = 1) -> dict[str, Any]:
 
 
 def _fault_free(base: Path, reps: int) -> dict[str, Any]:
-    from pytest_crashpoints.harness import StatesEngine, fork_server
+    from pytest_crashpoints._harness.engine import StatesEngine
+    from pytest_crashpoints._process.forkserver import serving as fork_server
 
     scenario = email_scenario()
     golden = Schedule((Deliver(0),))

@@ -22,19 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from fake_providers import PROVIDERS
-from pytest_crashpoints import Ledger, crashpoint
-from pytest_crashpoints.harness import (
-    CaseEnv,
-    Deliver,
-    Fault,
-    HarnessClock,
-    Kill,
-    Killed,
-    ProviderSpec,
-    Schedule,
-    run_case,
-    run_worker,
-)
+from pytest_crashpoints import Ledger, ProviderSpec, crashpoint
+from pytest_crashpoints._harness.context import CaseEnv
+from pytest_crashpoints._inject.failpoints import Fault, Kill
+from pytest_crashpoints._process.outcome import Killed
+from pytest_crashpoints._process.worker import run_worker
+from pytest_crashpoints.harness import Deliver, HarnessClock, Schedule, run_case
 
 from . import _stats
 from ._scenarios import KillAt, email_scenario

@@ -117,46 +117,51 @@ _MOVED = {
         name: ("pytest_crashpoints.harness", name)
         for name in (
             "Advance",
-            "AuthorityChange",
-            "AuthorityStore",
             "CaseResult",
             "ChangeAuthority",
-            "Completed",
-            "Count",
             "Deliver",
-            "Died",
-            "Fault",
-            "HARNESS_EPOCH",
             "HarnessClock",
-            "Hit",
             "INVARIANTS",
-            "Kill",
             "KillAt",
-            "Killed",
             "LookupTimeouts",
-            "Outcome",
-            "Pause",
-            "Raise",
-            "Raised",
             "Recover",
-            "Redelivery",
             "RunDir",
             "Scenario",
             "Schedule",
-            "TimedOut",
             "Violation",
-            "Worker",
-            "deliver_concurrently",
-            "redeliver_after_crash",
-            "redeliver_after_success",
             "replay_token",
             "run_case",
-            "run_interleaved",
-            "run_worker",
-            "start_worker",
         )
     },
     "SPEC_POINTS": ("pytest_crashpoints.harness", "CRASH_POINTS"),
+}
+
+#: Names that left the public API in 0.2 (the process plumbing under the harness): they still
+#: work, with a DeprecationWarning, until 0.3.
+_WITHDRAWN = {
+    "AuthorityChange": "._harness.authority_store",
+    "AuthorityStore": "._harness.authority_store",
+    "Completed": "._process.outcome",
+    "Count": "._inject.failpoints",
+    "Died": "._process.outcome",
+    "Fault": "._inject.failpoints",
+    "HARNESS_EPOCH": "._process.clock",
+    "Hit": "._inject.failpoints",
+    "Kill": "._inject.failpoints",
+    "Killed": "._process.outcome",
+    "Outcome": "._process.outcome",
+    "Pause": "._inject.failpoints",
+    "Raise": "._inject.failpoints",
+    "Raised": "._process.outcome",
+    "Redelivery": "._process.delivery",
+    "TimedOut": "._process.outcome",
+    "Worker": "._process.handle",
+    "deliver_concurrently": "._process.delivery",
+    "redeliver_after_crash": "._process.delivery",
+    "redeliver_after_success": "._process.delivery",
+    "run_interleaved": "._process.interleaving",
+    "run_worker": "._process.worker",
+    "start_worker": "._process.worker",
 }
 
 
@@ -165,8 +170,11 @@ def __getattr__(name: str) -> Any:
 
     home = _HOME.get(name)
     if home is not None:
+        from ._exports import show_public_home
+
         value = getattr(importlib.import_module(home, __name__), name)
         globals()[name] = value
+        show_public_home(__name__, [name])
         return value
     moved = _MOVED.get(name)
     if moved is not None:
@@ -180,6 +188,18 @@ def __getattr__(name: str) -> Any:
             stacklevel=2,
         )
         return getattr(importlib.import_module(module), new_name)
+    withdrawn = _WITHDRAWN.get(name)
+    if withdrawn is not None:
+        import warnings
+
+        warnings.warn(
+            f"pytest_crashpoints.{name} is no longer public (it is the harness's process "
+            "plumbing) and goes away in pytest-crashpoints 0.3; drive crash cases with the "
+            "crashpoints fixture or pytest_crashpoints.harness.run_case.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(withdrawn, __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

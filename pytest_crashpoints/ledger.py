@@ -26,6 +26,7 @@ from ._agent.toolcall import (
     Unavailable,
     guarded_call,
 )
+from ._exports import show_public_home
 from ._ledger.args import JSONValue, args_hash, canonical_json, normalize_args
 from ._ledger.authority import Authority
 from ._ledger.jsonlines import JSONLinesLedgerView
@@ -63,3 +64,5 @@ __all__ = [
     "normalize_args",
     "recover",
 ]
+
+show_public_home(__name__, __all__)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from ._agent.annotations import mcp_annotations
 from ._agent.mcp_worker import McpCallError, mcp_server_worker
+from ._exports import show_public_home
 
 __all__ = ["McpCallError", "mcp_annotations", "mcp_server_worker"]
 
-McpCallError.__module__ = mcp_server_worker.__module__ = __name__
+show_public_home(__name__, __all__)

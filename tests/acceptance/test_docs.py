@@ -204,9 +204,11 @@ def test_links_between_pages_resolve() -> None:
 
 def test_reference_names_every_public_name() -> None:
     import pytest_crashpoints
+    from pytest_crashpoints import harness
 
     text = (DOCS / "reference.md").read_text(encoding="utf-8")
-    missing = [name for name in pytest_crashpoints.__all__ if not re.search(rf"`{name}\b", text)]
+    names = [*pytest_crashpoints.__all__, *harness.__all__]
+    missing = [name for name in names if not re.search(rf"`{name}\b", text)]
     assert not missing, f"docs/reference.md does not document: {missing}"
 
 

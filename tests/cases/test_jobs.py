@@ -11,13 +11,8 @@ from typing import Any
 import pytest
 
 from pytest_crashpoints import Authority, ProviderSpec, reference_recovery, reference_worker
-from pytest_crashpoints.harness import (
-    CrashSettings,
-    ExplorationReport,
-    Scenario,
-    explore,
-    live_worker_pids,
-)
+from pytest_crashpoints._process.handle import live_worker_pids
+from pytest_crashpoints.harness import CrashSettings, ExplorationReport, Scenario, explore
 from scenarios.broken.agents import random_key_worker
 
 AUTHORITY = Authority.of(

@@ -14,14 +14,7 @@ import pytest
 pytest.importorskip("openai", reason="the openai SDK is an agents extra: pip install -e .[agents]")
 
 from pytest_crashpoints import Authority, ProviderSpec
-from pytest_crashpoints.harness import (
-    Deliver,
-    KillAt,
-    Refuse,
-    Scenario,
-    Schedule,
-    run_case,
-)
+from pytest_crashpoints.harness import Deliver, KillAt, Refuse, Scenario, Schedule, run_case
 from scenarios.support_agent import (
     TICKET,
     create_charge,

@@ -12,15 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from pytest_crashpoints import Authority
-from pytest_crashpoints.harness import (
-    Deliver,
-    KillAt,
-    ProviderSpec,
-    Scenario,
-    Schedule,
-    run_case,
-)
+from pytest_crashpoints import Authority, ProviderSpec
+from pytest_crashpoints.harness import Deliver, KillAt, Scenario, Schedule, run_case
 
 MESSAGE = {"task_id": "t-1", "to": "ada@example.com"}
 

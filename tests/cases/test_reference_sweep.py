@@ -17,8 +17,8 @@ from pytest_crashpoints import (
     reference_recovery,
     reference_worker,
 )
+from pytest_crashpoints._harness.context import CaseEnv
 from pytest_crashpoints.harness import (
-    CaseEnv,
     CrashSettings,
     Deliver,
     KillAt,
@@ -168,7 +168,8 @@ def _three_unknown_emails(ctx: Any) -> None:
 
 
 def test_two_recoveries_racing_never_dispatch_twice(tmp_path: Path) -> None:
-    from pytest_crashpoints.harness import World, run_interleaved
+    from pytest_crashpoints._harness.world import World
+    from pytest_crashpoints._process.interleaving import run_interleaved
 
     spec = ProviderSpec("email", search_lag=0.0)
     base = scenario(spec)

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_crashpoints import Authority, Context, ProviderSpec
-from pytest_crashpoints.harness import Deliver, Scenario, Schedule, StatesEngine, run_case
+from pytest_crashpoints._harness.engine import StatesEngine
+from pytest_crashpoints.harness import Deliver, Scenario, Schedule, run_case
 
 MAIL = {
     "personalizations": [{"to": [{"email": "ada@example.com"}]}],

@@ -7,8 +7,11 @@ from pathlib import Path
 import pytest
 
 from pytest_crashpoints import Authority
+from pytest_crashpoints._harness.authority_store import AuthorityStore
+from pytest_crashpoints._process.outcome import Completed
+from pytest_crashpoints._process.worker import run_worker
 from pytest_crashpoints.errors import HarnessUsageError, UnknownTask
-from pytest_crashpoints.harness import AuthorityStore, Completed, HarnessClock, run_worker
+from pytest_crashpoints.harness import HarnessClock
 
 GRANT = Authority.of(tenant_id="t7", credential_scope="mail.send mail.read", policy_version="v1")
 

@@ -9,16 +9,12 @@ from pathlib import Path
 import pytest
 
 from pytest_crashpoints import crashpoint
+from pytest_crashpoints._inject.failpoints import Fault, Pause
+from pytest_crashpoints._process.clock import HARNESS_EPOCH
+from pytest_crashpoints._process.outcome import Completed
+from pytest_crashpoints._process.worker import run_worker, start_worker
 from pytest_crashpoints.errors import HarnessUsageError
-from pytest_crashpoints.harness import (
-    HARNESS_EPOCH,
-    Completed,
-    Fault,
-    HarnessClock,
-    Pause,
-    run_worker,
-    start_worker,
-)
+from pytest_crashpoints.harness import HarnessClock
 
 
 def test_advance_and_set_are_shared_through_the_file(tmp_path: Path) -> None:

@@ -10,17 +10,10 @@ from typing import ClassVar
 
 import pytest
 
-from pytest_crashpoints.harness import (
-    COMMIT_POINTS,
-    Completed,
-    Fault,
-    Hit,
-    Kill,
-    Killed,
-    Outcome,
-    install_commit_hooks,
-    run_worker,
-)
+from pytest_crashpoints._inject.failpoints import COMMIT_POINTS, Fault, Hit, Kill
+from pytest_crashpoints._process.outcome import Completed, Killed, Outcome
+from pytest_crashpoints._process.worker import run_worker
+from pytest_crashpoints.harness import install_commit_hooks
 
 Style = Callable[[str], object]
 
@@ -403,7 +396,7 @@ def _catch_a_failed_commit(path: str) -> object:
 def test_a_commit_the_fault_fails_raises_sqlites_error_and_keeps_nothing(
     tmp_path: Path,
 ) -> None:
-    from pytest_crashpoints.harness import Raise
+    from pytest_crashpoints._inject.failpoints import Raise
 
     path = make_database(tmp_path / "app.sqlite3")
     error = sqlite3.OperationalError("database or disk is full")

@@ -18,8 +18,10 @@ from pathlib import Path
 import pytest
 
 from pytest_crashpoints import crashpoint
-from pytest_crashpoints.harness import Completed, Fault, Kill, Killed, Raised, run_worker
-from pytest_crashpoints.harness import fork_server as serving
+from pytest_crashpoints._inject.failpoints import Fault, Kill
+from pytest_crashpoints._process.forkserver import serving
+from pytest_crashpoints._process.outcome import Completed, Killed, Raised
+from pytest_crashpoints._process.worker import run_worker
 
 from .test_worker import wait_gone
 

@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 
 from pytest_crashpoints import CrashTransport, crashpoint, crashpoint_context
+from pytest_crashpoints._inject.failpoints import Count, Fault, Kill, Pause, Raise
+from pytest_crashpoints._process.outcome import Raised
+from pytest_crashpoints._process.worker import run_worker
 from pytest_crashpoints.errors import HarnessUsageError
-from pytest_crashpoints.harness import Count, Fault, Kill, Pause, Raise, Raised, run_worker
 
 
 class Injected(Exception):
@@ -147,7 +149,7 @@ def test_importing_the_package_does_not_import_multiprocess_or_httpx() -> None:
     code = (
         "import sys, pytest_crashpoints as p; "
         "assert 'multiprocess' not in sys.modules and 'httpx' not in sys.modules; "
-        "import pytest_crashpoints.harness as h; h.run_worker, p.CrashTransport; "
+        "import pytest_crashpoints.harness as h; h.run_case, p.CrashTransport; "
         "assert 'multiprocess' in sys.modules and 'httpx' in sys.modules; "
         "assert all(hasattr(p, name) for name in p.__all__)"
     )

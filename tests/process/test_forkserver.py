@@ -15,23 +15,13 @@ from pathlib import Path
 import pytest
 
 from pytest_crashpoints import crashpoint
-from pytest_crashpoints.harness import (
-    HARNESS_EPOCH,
-    Completed,
-    Died,
-    Fault,
-    ForkServer,
-    HarnessClock,
-    Kill,
-    Killed,
-    Pause,
-    Raised,
-    TimedOut,
-    live_worker_pids,
-    run_worker,
-    start_worker,
-)
-from pytest_crashpoints.harness import fork_server as serving
+from pytest_crashpoints._inject.failpoints import Fault, Kill, Pause
+from pytest_crashpoints._process.clock import HARNESS_EPOCH
+from pytest_crashpoints._process.forkserver import ForkServer, serving
+from pytest_crashpoints._process.handle import live_worker_pids
+from pytest_crashpoints._process.outcome import Completed, Died, Killed, Raised, TimedOut
+from pytest_crashpoints._process.worker import run_worker, start_worker
+from pytest_crashpoints.harness import HarnessClock
 
 from .test_worker import _read_worker_pid, child_pids, living_in_group, wait_gone
 
@@ -214,8 +204,8 @@ def test_a_killed_harness_takes_the_server_and_its_workers_along(tmp_path: Path)
         textwrap.dedent(
             """
             import threading
-            from pytest_crashpoints.harness import fork_server as serving
-            from pytest_crashpoints.harness import start_worker
+            from pytest_crashpoints._process.forkserver import serving
+            from pytest_crashpoints._process.worker import start_worker
 
             if __name__ == "__main__":
                 with serving() as server:

@@ -9,19 +9,15 @@ from pathlib import Path
 import pytest
 
 from pytest_crashpoints import crashpoint
-from pytest_crashpoints.errors import HarnessError, HarnessUsageError, WorkerNotPaused
-from pytest_crashpoints.harness import (
-    Completed,
-    Fault,
-    Kill,
-    Killed,
-    Raise,
-    Raised,
+from pytest_crashpoints._inject.failpoints import Fault, Kill, Raise
+from pytest_crashpoints._process.delivery import (
     deliver_concurrently,
     redeliver_after_crash,
     redeliver_after_success,
-    run_interleaved,
 )
+from pytest_crashpoints._process.interleaving import run_interleaved
+from pytest_crashpoints._process.outcome import Completed, Killed, Raised
+from pytest_crashpoints.errors import HarnessError, HarnessUsageError, WorkerNotPaused
 
 
 def append(path: Path, line: str) -> None:

@@ -20,16 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_crashpoints.harness import (
-    Completed,
-    FailpointServer,
-    Fault,
-    Kill,
-    Killed,
-    Pause,
-    run_worker,
-    start_worker,
-)
+from pytest_crashpoints._inject.failpoints import Fault, Kill, Pause
+from pytest_crashpoints._process.outcome import Completed, Killed
+from pytest_crashpoints._process.worker import run_worker, start_worker
+from pytest_crashpoints.harness import FailpointServer
 
 from .test_worker import wait_gone
 

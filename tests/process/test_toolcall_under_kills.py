@@ -8,7 +8,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pytest_crashpoints import Authority, Found, Ledger, Receipt, State, recover
-from pytest_crashpoints.harness import CRASH_POINTS, Fault, Kill, Killed, run_worker
+from pytest_crashpoints._inject.failpoints import Fault, Kill
+from pytest_crashpoints._process.outcome import Killed
+from pytest_crashpoints._process.worker import run_worker
+from pytest_crashpoints.harness import CRASH_POINTS
 from pytest_crashpoints.ledger import JSONValue
 from tests.conftest import ManualClock
 from tests.fakes import FakeMailer

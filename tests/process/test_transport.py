@@ -9,8 +9,10 @@ import httpx
 import pytest
 
 from pytest_crashpoints import CrashTransport, crashpoint, crashpoint_context
+from pytest_crashpoints._inject.failpoints import Fault, Kill
+from pytest_crashpoints._process.outcome import Completed, Killed
+from pytest_crashpoints._process.worker import run_worker
 from pytest_crashpoints.errors import HarnessUsageError
-from pytest_crashpoints.harness import Completed, Fault, Kill, Killed, run_worker
 
 
 def provider(journal: Path) -> httpx.MockTransport:

@@ -20,19 +20,15 @@ import pytest
 import requests
 
 from pytest_crashpoints import crashpoint
+from pytest_crashpoints._inject.failpoints import Fault, Hit, Kill
+from pytest_crashpoints._process.outcome import Completed, Killed, Outcome
+from pytest_crashpoints._process.worker import run_worker
 from pytest_crashpoints.errors import HarnessError, HarnessUsageError
 from pytest_crashpoints.harness import (
-    Completed,
-    Fault,
-    Hit,
-    Kill,
-    Killed,
-    Outcome,
     decode_preamble,
     encode_preamble,
     install_commit_hooks,
     install_wire_hooks,
-    run_worker,
 )
 
 Address = tuple[str, int]

@@ -18,23 +18,12 @@ from pathlib import Path
 import pytest
 
 from pytest_crashpoints import crashpoint
+from pytest_crashpoints._inject.failpoints import Count, Fault, Kill, Pause, Raise
+from pytest_crashpoints._process.handle import live_worker_pids
+from pytest_crashpoints._process.outcome import Completed, Died, Killed, Raised, TimedOut
+from pytest_crashpoints._process.worker import run_worker, start_worker
 from pytest_crashpoints.errors import HarnessUsageError, WorkerNotPaused
-from pytest_crashpoints.harness import (
-    Completed,
-    Count,
-    Died,
-    Fault,
-    Kill,
-    Killed,
-    Pause,
-    Raise,
-    Raised,
-    RunDir,
-    TimedOut,
-    live_worker_pids,
-    run_worker,
-    start_worker,
-)
+from pytest_crashpoints.harness import RunDir
 
 POINTS = ["A", "B", "C", "D", "ledger.write", "my.own.point"]
 
@@ -215,7 +204,7 @@ def test_hanging_worker_times_out_and_its_group_is_gone(tmp_path: Path) -> None:
 
 _CPU_WAIT = """
 import json, os, subprocess, sys
-from pytest_crashpoints.harness import run_worker
+from pytest_crashpoints._process.worker import run_worker
 
 cpu = min(os.sched_getaffinity(0))
 spin = f"import os\\nos.sched_setaffinity(0, {{{cpu}}})\\nwhile True:\\n    pass\\n"
@@ -345,8 +334,8 @@ def test_every_run_needs_a_finite_timeout(timeout: float) -> None:
 INNER_TEST = """
     import contextlib
     import threading
-    from pytest_crashpoints.harness import fork_server as serving
-    from pytest_crashpoints.harness import start_worker
+    from pytest_crashpoints._process.forkserver import serving
+    from pytest_crashpoints._process.worker import start_worker
 
     def hang():
         threading.Event().wait()
@@ -469,7 +458,7 @@ def test_a_killed_parent_takes_its_workers_along(tmp_path: Path) -> None:
         textwrap.dedent(
             """
             import threading
-            from pytest_crashpoints.harness import start_worker
+            from pytest_crashpoints._process.worker import start_worker
 
             if __name__ == "__main__":
                 worker = start_worker(lambda: threading.Event().wait(), timeout=120)

@@ -7,18 +7,16 @@ import dataclasses
 import pytest
 
 from pytest_crashpoints import Attempt, Authority, State, args_hash
-from pytest_crashpoints.harness import (
-    AuthorityChange,
-    Evidence,
+from pytest_crashpoints._harness.authority_store import AuthorityChange
+from pytest_crashpoints._harness.evidence import (
     ExpectedEffect,
     Incident,
     Observation,
     ProviderRequest,
     RecoveryRerun,
-    Violation,
-    check_all,
-    unchecked,
 )
+from pytest_crashpoints._harness.invariants import check_all
+from pytest_crashpoints.harness import Evidence, Violation, unchecked
 from pytest_crashpoints.ledger import QueueEntry
 
 AUTH = Authority.of(tenant_id="tenant-7", credential_scope="email:send", policy_version="p1")

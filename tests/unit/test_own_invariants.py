@@ -7,14 +7,10 @@ from collections.abc import Iterator
 import pytest
 
 from pytest_crashpoints import reference_worker
+from pytest_crashpoints._harness.evidence import ProviderRequest
+from pytest_crashpoints._harness.invariants import check_own
 from pytest_crashpoints.errors import HarnessUsageError
-from pytest_crashpoints.harness import (
-    Evidence,
-    ProviderRequest,
-    Scenario,
-    Violation,
-    check_own,
-)
+from pytest_crashpoints.harness import Evidence, Scenario, Violation
 
 
 def _charge(request_id: str, amount: int) -> ProviderRequest:

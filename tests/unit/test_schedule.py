@@ -8,10 +8,19 @@ import itertools
 import pytest
 from hypothesis import given, settings
 
+from pytest_crashpoints._harness.schedule import (
+    KIND_LABELS,
+    Space,
+    between_calls,
+    covering_schedules,
+    enumerate_schedules,
+    probe_kills,
+    schedules,
+    unplaced_faults,
+)
 from pytest_crashpoints.errors import CrashpointsError
 from pytest_crashpoints.harness import (
     FAULT_KINDS,
-    KIND_LABELS,
     Advance,
     ChangeAuthority,
     Deliver,
@@ -25,13 +34,6 @@ from pytest_crashpoints.harness import (
     Refuse,
     Schedule,
     SearchLag,
-    Space,
-    between_calls,
-    covering_schedules,
-    enumerate_schedules,
-    probe_kills,
-    schedules,
-    unplaced_faults,
 )
 
 SPACE = Space(
