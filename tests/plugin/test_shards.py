@@ -11,30 +11,13 @@ import pytest
 from pytest_crashpoints.cli import main
 from pytest_crashpoints.harness import read_token
 from tests.conftest import assert_follows_the_report_schema
+from tests.plugin.test_plugin import SCENARIO as PLUGIN_SCENARIO
 
-SCENARIO = '''
-import pytest
-from pytest_crashpoints import State, reference_recovery, reference_worker
-
-MESSAGE = {
-    "task_id": "t-1",
-    "tenant": "tenant-7",
-    "calls": [{"tool": "send_email", "key": "invoice:tenant-7:inv-7:send",
-               "args": {"to": "billing@example.com", "subject": "Invoice", "body": "100 EUR"}}],
-}
-
-
-def blind_recovery(ctx):
-    """Broken on purpose: re-sends whatever is in flight, without asking the provider."""
-    adapters = ctx.adapters()
-    for attempt in ctx.ledger.attempts():
-        if attempt.state in (State.DISPATCHED, State.UNKNOWN):
-            adapters[attempt.tool_name].dispatch(
-                attempt.args, idempotency_key=attempt.idempotency_key,
-                authority=attempt.authority,
-            )
-    ctx.recover()
-
+# The scenario of the plugin's own tests (the reference worker, a recovery broken on purpose),
+# with two exhaustive tests to split.
+SCENARIO = (
+    PLUGIN_SCENARIO
+    + """
 
 @pytest.mark.crashpoints(points="AB", providers=["email"], mode="exhaustive")
 def test_good(crashpoints):
@@ -44,7 +27,8 @@ def test_good(crashpoints):
 @pytest.mark.crashpoints(points="AB", providers=["email"], mode="exhaustive")
 def test_broken(crashpoints):
     crashpoints.run(worker=reference_worker, recover=blind_recovery, messages=[MESSAGE])
-'''
+"""
+)
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
@@ -120,9 +104,7 @@ def test_two_shards_merged_are_the_unsharded_run(
     refuses_shards_that_are_not_one_run(pytester.path, capsys)
 
 
-def refuses_shards_that_are_not_one_run(
-    folder: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def refuses_shards_that_are_not_one_run(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Shards of different selections or code, an output over an input, a missing file."""
     s1, s2 = folder / "s1.json", folder / "s2.json"
     before = s1.read_bytes()
