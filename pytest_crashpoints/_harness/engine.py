@@ -359,11 +359,21 @@ class StatesEngine:
     def _step(self, run: CaseRun, schedule: Schedule, index: int) -> CaseRun:
         steps = schedule.steps
         step, prefix = steps[index], steps[:index]
+        records = (
+            _plain(step)
+            and isinstance(step, Deliver)
+            and (prefix, step.message) not in self.recordings
+            and (step.kill is not None or not schedule.faults)
+        )
+        if records:
+            # A recording resumes from the node of its prefix, which a step past the budget
+            # (a clock move, say) did not keep: keep it now, while the run is there.
+            self._keep(prefix, run)
         run.step = index + 1
         if _plain(step):
             assert isinstance(step, Deliver)
             recording = self.recordings.get((prefix, step.message))
-            if recording is None and (step.kill is not None or not schedule.faults):
+            if records:
                 recording = self._record(run, prefix, step.message)
                 if step.kill is None:
                     return run

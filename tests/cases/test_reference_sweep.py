@@ -18,6 +18,7 @@ from pytest_crashpoints import (
     reference_worker,
 )
 from pytest_crashpoints._harness.context import CaseEnv
+from pytest_crashpoints._harness.engine import StatesEngine
 from pytest_crashpoints.harness import (
     CrashSettings,
     Deliver,
@@ -25,6 +26,7 @@ from pytest_crashpoints.harness import (
     Recover,
     Scenario,
     Schedule,
+    SearchLag,
     explore,
     render_failure,
     run_case,
@@ -121,6 +123,25 @@ def test_many_messages_read_the_whole_ledger(messages: int, tmp_path: Path) -> N
     many = scenario(ProviderSpec("email"), messages=messages)
     result = run_case(many, schedule, base_dir=tmp_path)
     assert result.passed, result.violations
+
+
+def test_a_kill_recorded_after_a_step_past_the_keep_budget(tmp_path: Path) -> None:
+    # Past the engine's memory budget only deliveries keep a node; a delivery recorded after
+    # a step that kept none (a search lag) resumed from that missing node: KeyError, found by
+    # the growth benchmark at 16 messages. Each verdict is the processes engine's.
+    email = scenario(ProviderSpec("email"), messages=2)
+    schedules = [
+        Schedule((Deliver(0), Deliver(1))),
+        Schedule((Deliver(0), SearchLag("email", 241.0), Deliver(1, KillAt("B")))),
+        Schedule((SearchLag("email", 241.0), Deliver(0, KillAt("C")), Deliver(1))),
+    ]
+    with StatesEngine(email, base_dir=tmp_path, keep_budget=0) as engine:
+        expected = engine.run(schedules[0], None).expected_effects
+        for schedule in schedules[1:]:
+            states = engine.run(schedule, expected)
+            real = run_case(email, schedule, base_dir=tmp_path, expected=expected)
+            assert states.passed and real.passed, (schedule, states.violations)
+            assert states.fingerprint == real.fingerprint, schedule
 
 
 def test_deploy_without_lookup_ends_in_review_after_a_lost_answer(tmp_path: Path) -> None:
