@@ -25,7 +25,7 @@ import json
 import random
 import re
 import sys
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -127,6 +127,23 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     _stop_progress(config)
+
+
+def _documents(
+    options: SessionOptions | None,
+) -> list[tuple[str, str, str, Callable[[dict[str, Any]], str]]]:
+    """The documents the session writes from its report besides the JSON: (path, what it
+    is, its option, its renderer), for the options given."""
+    out: list[tuple[str, str, str, Callable[[dict[str, Any]], str]]] = []
+    if options is not None and options.html:
+        from ._plugin.html import render_html
+
+        out.append((options.html, "HTML report", "html", render_html))
+    if options is not None and options.otel:
+        from ._plugin.otel import render_otlp
+
+        out.append((options.otel, "traces", "otel", render_otlp))
+    return out
 
 
 def _stop_progress(config: pytest.Config) -> None:
@@ -379,31 +396,18 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                 f"{exc.strerror or exc}; check --crashpoints-report.",
                 red=True,
             )
-    document: dict[str, Any] = {}
-    if options is not None and (options.html or options.otel):
+    documents = _documents(options)
+    if documents:
         document = report_document(
             results, seed=config.stash[seed_key], interrupted=interrupted, shard=shard
         )
-    if options is not None and options.html:
-        from ._plugin.html import render_html
-
+    for path, what, option, render in documents:
         try:
-            write_text(Path(options.html), render_html(document))
+            write_text(Path(path), render(document))
         except OSError as exc:
             terminalreporter.write_line(
-                f"crashpoints: could not write the HTML report to {options.html!r}: "
-                f"{exc.strerror or exc}; check --crashpoints-html.",
-                red=True,
-            )
-    if options is not None and options.otel:
-        from ._plugin.otel import render_otlp
-
-        try:
-            write_text(Path(options.otel), render_otlp(document))
-        except OSError as exc:
-            terminalreporter.write_line(
-                f"crashpoints: could not write the traces to {options.otel!r}: "
-                f"{exc.strerror or exc}; check --crashpoints-otel.",
+                f"crashpoints: could not write the {what} to {path!r}: "
+                f"{exc.strerror or exc}; check --crashpoints-{option}.",
                 red=True,
             )
     if not results:

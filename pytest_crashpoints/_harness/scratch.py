@@ -75,11 +75,12 @@ def root() -> Path | None:
 
 
 def describe() -> str:
-    """Where run directories are, and why, in one line (the session header shows it)."""
-    _, path, reason = _scratch()
-    if path is None:
+    """Where run directories go, and why, in one line (the session header shows it). Makes
+    nothing: a session that runs no crash case creates no directory."""
+    parent, reason = _choose(_where or os.environ.get(ENV) or "memory")
+    if parent is None:
         return f"run directories on disk ({reason})"
-    return f"run directories in {path} ({reason})"
+    return f"run directories in {parent} ({reason})"
 
 
 def _scratch() -> tuple[int, Path | None, str]:
@@ -89,17 +90,23 @@ def _scratch() -> tuple[int, Path | None, str]:
     return _made
 
 
-def _make(where: str) -> tuple[int, Path | None, str]:
-    pid = os.getpid()
+def _choose(where: str) -> tuple[Path | None, str]:
+    """The directory the scratch roots go in (``None``: the disk), and why."""
     if where == "disk":
-        return pid, None, "--crashpoints-run-dir=disk"
+        return None, "--crashpoints-run-dir=disk"
     if where == "memory":
         unusable = _unusable(_memory)
         if unusable is not None:
-            return pid, None, f"no memory file system: {unusable}"
-        parent, reason = _memory, "memory: tmpfs"
-    else:
-        parent, reason = Path(check(where)), f"--crashpoints-run-dir={where}"
+            return None, f"no memory file system: {unusable}"
+        return _memory, "memory: tmpfs"
+    return Path(check(where)), f"--crashpoints-run-dir={where}"
+
+
+def _make(where: str) -> tuple[int, Path | None, str]:
+    pid = os.getpid()
+    parent, reason = _choose(where)
+    if parent is None:
+        return pid, None, reason
     top = parent / f"crashpoints-{os.getuid()}"
     top.mkdir(mode=0o700, exist_ok=True)
     _remove_dead(top)

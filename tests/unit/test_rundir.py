@@ -64,7 +64,7 @@ def test_made_in_memory_and_moved_to_the_base_when_kept(tmp_path: Path) -> None:
     root, why = RunDir.placement()
     assert root is not None and run_dir.path.parent == root
     assert _mount_type(run_dir.path) == "tmpfs"
-    assert why == f"run directories in {root} (memory: tmpfs)"
+    assert why == f"run directories in {root.parent.parent} (memory: tmpfs)"
     (run_dir.logs / "worker.log").write_text("sent\n")
     made = run_dir.path
     kept = run_dir.close(passed=False)
