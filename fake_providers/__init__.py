@@ -38,6 +38,7 @@ Protocol.
 
 from ._deploy import Deploy
 from ._email import Email
+from ._exports import EXPORT_FORMAT, Exported, ExportError, read_export
 from ._faults import ActiveFault, Faults
 from ._http_api import Effect, HttpApi, Lookup, Search
 from ._journal import EffectRecord, Journal, RequestRecord
@@ -60,6 +61,9 @@ PROVIDERS: dict[str, type[Provider]] = {
 
 __all__ = [
     "ATTEMPT_HEADER",
+    "EXPORT_FORMAT",
+    "ExportError",
+    "Exported",
     "CORRELATION_HEADER",
     "TENANT_HEADER",
     "ActiveFault",
@@ -101,6 +105,7 @@ __all__ = [
     "derived_label",
     "loopback",
     "mock",
+    "read_export",
     "openapi",
     "say",
     "serve",

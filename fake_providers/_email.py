@@ -23,17 +23,22 @@ or looked up by id.
 
 Payload hash: ``args_hash`` of the JSON body as sent. Logical operation: the correlation id, or
 the payload hash when there is none.
+
+Messages sent elsewhere come in from SendGrid's email activity JSON (``GET /v3/messages``):
+see :meth:`Email.exported_objects`.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
 import httpx
 
+from ._exports import Exported, ExportError, listed
 from ._provider import (
     CORRELATION_HEADER,
     Call,
@@ -45,7 +50,7 @@ from ._provider import (
     payload_hash,
 )
 
-__all__ = ["Email", "iso_time"]
+__all__ = ["Email", "exported_time", "iso_time"]
 
 _CLAUSE = re.compile(
     r"""\s*\(?\s*(?:unique_args\[(?P<q>['"])(?P<arg>[^'"]+)(?P=q)\]|(?P<field>[a-z_]+))"""
@@ -57,6 +62,22 @@ _FIELDS = frozenset({"msg_id", "to_email", "from_email", "subject", "status"})
 def iso_time(seconds: float) -> str:
     """Harness seconds as an ISO 8601 UTC timestamp (``2026-01-01T00:00:00Z``)."""
     return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def exported_time(value: Any, where: str) -> float:
+    """Unix seconds of an export's ISO 8601 timestamp with its UTC offset
+    (``2026-01-01T00:00:00Z``, ``...+02:00``); raises :class:`ExportError` otherwise."""
+    try:
+        moment = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise ExportError(
+            f"{where} must be an ISO 8601 time with its UTC offset, such as "
+            f"'2026-01-01T00:00:00Z', not {value!r}; give the JSON as the provider's API "
+            "returned it."
+        )
+    return moment.timestamp()
 
 
 class _Invalid(Exception):
@@ -114,6 +135,26 @@ class Email(Provider):
 
     def unauthorized(self, request: httpx.Request) -> Reply:
         return self.error(401, "The provided authorization grant is invalid, expired, or revoked")
+
+    def exported_objects(self, data: Any, *, where: str) -> list[Exported]:
+        """SendGrid's email activity JSON (``GET /v3/messages``: ``{"messages": [...]}``, or one
+        message), or the fakes' own format.
+
+        Each message becomes the one the fake stores for a send, so ``messages.get`` by its
+        ``msg_id`` and ``messages.search`` on ``msg_id``, ``from_email``, ``to_email``,
+        ``subject`` and ``status`` find it. What the activity JSON does not carry gets what a
+        send to one recipient with no custom args or mail headers would have: ``recipients``
+        is ``[to_email]``, ``unique_args`` and ``headers`` are empty, no correlation id. A
+        message that does carry ``unique_args`` as an object (the fake's own
+        ``messages.get`` answer) keeps them, and its correlation id with them.
+        The messages come oldest first (by ``last_event_time``, the only time the activity
+        JSON gives), the order the fake would have sent them in. Raises
+        :class:`ExportError` saying what is wrong."""
+        if isinstance(data, Mapping) and data.get("format") is not None:
+            return super().exported_objects(data, where=where)
+        messages = [_activity_message(item, f"{where}: message {index}")
+                    for index, item in enumerate(listed(data, where=where))]
+        return sorted(messages, key=lambda message: message.created or 0.0)
 
     def _send(self, call: Call) -> Reply:
         request = call.request
@@ -237,6 +278,61 @@ class Email(Provider):
         hits = [m for m in self.visible(call, "message") if _matches(m, clauses)][:limit]
         body = {"messages": [_summary(m) for m in hits]}
         return Reply(200, json_body(body), {"Content-Type": "application/json"})
+
+
+def _activity_message(item: Any, where: str) -> Exported:
+    """One message of SendGrid's email activity JSON, as :meth:`Email._send` stores it."""
+    if not isinstance(item, Mapping):
+        raise ExportError(f"{where} is {type(item).__name__} JSON, not a SendGrid message.")
+    msg_id = item.get("msg_id")
+    if not isinstance(msg_id, str) or not msg_id:
+        raise ExportError(
+            f"{where} has no msg_id (found {msg_id!r}); export messages as SendGrid's email "
+            "activity API lists them (GET /v3/messages?query=...&limit=1000, "
+            '{"messages": [...]}).'
+        )
+    at = f"{where} ({msg_id})"
+    for name in ("from_email", "to_email"):
+        address = item.get(name)
+        if not isinstance(address, str) or "@" not in address:
+            raise ExportError(f"{at}: {name} must be an email address, not {address!r}.")
+    subject = item.get("subject")
+    if subject is not None and not isinstance(subject, str):
+        raise ExportError(f"{at}: subject must be a string, not {subject!r}.")
+    status = item.get("status")
+    if not isinstance(status, str) or not status:
+        raise ExportError(f"{at}: status must be SendGrid's status of the message "
+                          f"('processed', 'delivered', 'not_delivered'), not {status!r}.")
+    counts = {}
+    for name in ("opens_count", "clicks_count"):
+        count = item.get(name, 0)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ExportError(f"{at}: {name} must be a count (an integer from 0), "
+                              f"not {count!r}.")
+        counts[name] = count
+    if "last_event_time" not in item:
+        raise ExportError(f"{at} has no last_event_time.")
+    created = exported_time(item["last_event_time"], f"{at}: last_event_time")
+    unique_args = item.get("unique_args")
+    if not isinstance(unique_args, Mapping):  # the activity list has none ("Unavailable")
+        unique_args = {}
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in unique_args.items()):
+        raise ExportError(f"{at}: unique_args must map strings to strings.")
+    message = {
+        "msg_id": msg_id,
+        "from_email": item["from_email"],
+        "to_email": item["to_email"],
+        "recipients": [item["to_email"]],
+        "subject": subject,
+        "status": status,
+        **counts,
+        "last_event_time": iso_time(created),
+        "unique_args": dict(unique_args),
+        "headers": {},
+        "correlation_id": unique_args.get("crashpoints_correlation_id"),
+    }
+    return Exported(object_type="message", object_id=msg_id, operation="mail.send",
+                    body=message, created=created, aliases=(msg_id,))
 
 
 def _no_constants(name: str) -> Any:

@@ -22,6 +22,7 @@ import os
 import sqlite3
 from collections.abc import Callable
 
+from ._exports import IMPORTED
 from ._provider import Call, Provider, Reply
 
 __all__ = ["owner_alive", "process_start", "release", "reserve", "saver"]
@@ -93,7 +94,7 @@ def reserve(
                 (params_hash, me, my_start, call.now, call.tenant_id, key),
             )
             return None
-        if row["params_hash"] != params_hash:
+        if row["params_hash"] not in (params_hash, IMPORTED):
             return mismatch(
                 "Keys for idempotent requests can only be used with the same parameters they "
                 f"were first used with. Try using a key other than {key!r} if you meant to "

@@ -51,6 +51,7 @@ from typing import Any
 
 import httpx
 
+from ._exports import Exported, ExportError, listed
 from ._idempotency import release as _release_key
 from ._idempotency import reserve as _reserve_key
 from ._idempotency import saver as _saver
@@ -180,6 +181,18 @@ class Payments(Provider):
         return request.headers.get("Stripe-Account") or super().named_tenant(request, groups)
 
     # -- create --------------------------------------------------------------------------------
+
+    def exported_objects(self, data: Any, *, where: str) -> list[Exported]:
+        """Stripe's own JSON as its API lists it (``{"object": "list", "data": [...]}``, a
+        search result, a JSON array, or one object) of charges, payment intents and refunds;
+        or the fakes' own format. An object may carry an ``idempotency_key`` field (not
+        Stripe's: add it where your request logs show the key that made it)."""
+        if isinstance(data, dict) and data.get("format") is not None:
+            return super().exported_objects(data, where=where)
+        out = []
+        for index, item in enumerate(listed(data, where=where)):
+            out.append(_stripe_object(item, f"{where}: object {index}"))
+        return out
 
     def _create(self, call: Call, object_type: str) -> Reply:
         request = call.request
@@ -482,6 +495,53 @@ class Payments(Provider):
             "next_page": str(offset + limit) if more else None,
         }
         return Reply(200, json_body(body), {"Content-Type": "application/json"})
+
+
+_STRIPE_OPERATIONS = {
+    "charge": "charges.create",
+    "payment_intent": "payment_intents.create",
+    "refund": "refunds.create",
+}
+
+
+def _stripe_object(item: Any, where: str) -> Exported:
+    """One object of a Stripe export, as the fake stores it; raises ExportError."""
+    if not isinstance(item, dict):
+        raise ExportError(f"{where} is {type(item).__name__} JSON, not a Stripe object.")
+    kind, object_id = item.get("object"), item.get("id")
+    if kind not in _STRIPE_OPERATIONS or not isinstance(object_id, str) or not object_id:
+        raise ExportError(
+            f"{where} is not a charge, payment intent or refund (object={kind!r}, "
+            f"id={object_id!r}); export them as Stripe's API returns them, e.g. "
+            "`stripe charges list --limit 100 > charges.json`."
+        )
+    body = {k: v for k, v in item.items() if k != "idempotency_key"}
+    for name in ("amount", "currency"):
+        if name not in body:
+            raise ExportError(f"{where} ({object_id}) has no {name!r}.")
+    if not isinstance(body["amount"], int) or isinstance(body["amount"], bool):
+        raise ExportError(f"{where} ({object_id}): amount must be an integer, not "
+                          f"{body['amount']!r}.")
+    metadata = body.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise ExportError(f"{where} ({object_id}): metadata must be an object.")
+    body["metadata"] = {str(k): str(v) for k, v in metadata.items()}
+    if kind == "refund":  # the charge refunded, by id (an expanded charge names its id)
+        charge = body.get("charge")
+        body["charge"] = charge.get("id") if isinstance(charge, dict) else charge
+        if not isinstance(body["charge"], str):
+            raise ExportError(f"{where} ({object_id}): a refund names its charge.")
+    created = body.get("created")
+    key = item.get("idempotency_key")
+    return Exported(
+        object_type=str(kind),
+        object_id=object_id,
+        operation=_STRIPE_OPERATIONS[str(kind)],
+        body=body,
+        created=float(created) if isinstance(created, (int, float)) else None,
+        idempotency_key=str(key) if key else None,
+        aliases=(object_id,),
+    )
 
 
 def _named_object(body: Any) -> str | None:

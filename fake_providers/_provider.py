@@ -29,7 +29,7 @@ import json
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -38,9 +38,12 @@ import httpx
 from pytest_crashpoints.errors import ArgumentsError
 from pytest_crashpoints.ledger import args_hash
 
+from ._exports import EXPORT_FORMAT, Exported, ExportError, own_format
 from ._faults import LOST_RESPONSES, ActiveFault, Faults, RequestKind, take
 from ._journal import Journal, next_counter
 from ._keys import ApiKey, Keys, covers
+from ._seeding import export as export_journal
+from ._seeding import seed as seed_journal
 from ._settings import ProviderSettings, Settings
 
 __all__ = [
@@ -339,6 +342,39 @@ class Provider:
         reply = self.error(429, "Too many requests: retry later.", code="rate_limit")
         reply.headers["Retry-After"] = f"{retry_after:g}"
         return reply
+
+    # -- objects from outside ---------------------------------------------------------------
+
+    def exported_objects(self, data: Any, *, where: str) -> list[Exported]:
+        """The objects of an export document (``where``: its file, for errors): the fakes' own
+        format here; a provider that reads its real counterpart's export extends this.
+        Raises :class:`~fake_providers._exports.ExportError` saying what is wrong."""
+        objects = own_format(data, provider=self.name, where=where)
+        if objects is None:
+            raise ExportError(
+                f"{where} is not an export the {self.name} provider reads: give the fakes' "
+                f"own format ({{\"format\": {EXPORT_FORMAT!r}, \"objects\": [...]}}, "
+                "see fake_providers.Provider.export)."
+            )
+        return objects
+
+    def seed(self, objects: Iterable[Exported], *, key: ApiKey, at: float) -> list[str]:
+        """Put ``objects`` in the journal as effects made with ``key`` (its tenant, scopes
+        and label) at harness time ``at``, as if requests had made them; their idempotency
+        keys, if known, replay the object. The request ids, in order."""
+        return seed_journal(
+            self.journal, objects, key=key, at=at, provider=self.name,
+            request_id_prefix=self.request_id_prefix, request_id_header=self.request_id_header,
+            hash_of=payload_hash, then=self.seeded,
+        )
+
+    def seeded(self, conn: sqlite3.Connection, objects: Sequence[Exported]) -> None:
+        """Called in :meth:`seed`'s transaction after ``objects`` went in: a provider whose
+        own ids count up (issue numbers) moves its counters past theirs. Nothing by default."""
+
+    def export(self) -> dict[str, Any]:
+        """Every object in the journal, in the fakes' own export format (JSON-ready)."""
+        return export_journal(self.journal, provider=self.name)
 
     # -- shared helpers for handlers -----------------------------------------------------------
 

@@ -30,6 +30,8 @@ it: ``owner/repo#N``, ``N``, ``#N``, the API path ``/repos/owner/repo/issues/N``
 answer shows them (their origin is the one the client used: the in-process base URL, or the
 loopback server's address). A repository, a list and a search name no single issue: no aliases.
 
+Issues opened elsewhere come in from GitHub's own issue JSON: see :meth:`Tickets.exported_objects`.
+
 Bad input answers 400 (as the issue tracker's spec asks; GitHub itself uses 422 for validation).
 """
 
@@ -39,12 +41,14 @@ import hashlib
 import json
 import re
 import shlex
-from collections.abc import Mapping
+import sqlite3
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
 
-from ._email import iso_time
+from ._email import exported_time, iso_time
+from ._exports import Exported, ExportError, listed
 from ._journal import next_counter
 from ._provider import (
     CORRELATION_HEADER,
@@ -62,6 +66,10 @@ __all__ = ["Tickets"]
 _DOCS = "https://docs.github.com/rest"
 _MARKER = re.compile(r"^\s*(crashpoints_args_hash|crashpoints_correlation_id):\s*(\S+)\s*$", re.M)
 _ALLOWED = frozenset({"title", "body", "labels", "assignees", "assignee", "milestone", "type"})
+#: The repository in GitHub's ``repository_url`` (``https://api.github.com/repos/o/r``, or an
+#: Enterprise server's ``.../api/v3/repos/o/r``) and in an issue's ``html_url``.
+_API_REPO = re.compile(r"https?://[^/]+(?:/.*)?/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/?")
+_HTML_REPO = re.compile(r"https?://[^/]+/(?P<owner>[^/]+)/(?P<repo>[^/]+)/issues/\d+/?")
 
 
 def _stable_id(text: str) -> int:
@@ -104,6 +112,156 @@ class Tickets(Provider):
 
     def named_tenant(self, request: httpx.Request, groups: Mapping[str, str]) -> str | None:
         return groups.get("owner") or super().named_tenant(request, groups)
+
+    # -- objects from outside ------------------------------------------------------------------
+
+    def exported_objects(self, data: Any, *, where: str) -> list[Exported]:
+        """GitHub's own JSON of issues, as its REST API returns them: a list
+        (``GET /repos/{owner}/{repo}/issues``), a search result (``GET /search/issues``,
+        ``{"items": [...]}``) or one issue; or the fakes' own format.
+
+        Each becomes the issue the fake stores when it opens one (author: the user's login;
+        labels: their names; ``assignees`` as GitHub gives them), named as a client of the fake
+        names an issue it opened: ``owner/repo#N``, ``N``, ``#N``, ``/repos/owner/repo/issues/N``
+        and ``/owner/repo/issues/N``. Not by the absolute ``url`` and ``html_url``: their origin
+        is the one each client of the fake uses, unknown before it asks. The repository owner
+        is the fake's tenant: seed with a key of that tenant (:meth:`seed` refuses others).
+
+        The issues come oldest first (by ``created_at``, then number), the order the fake
+        would have opened them in: GitHub lists newest first, and the fake's lists and search
+        put the last one seeded first. Pull requests are refused (GitHub lists them among
+        issues; the fake has none). Raises :class:`ExportError` saying what is wrong."""
+        if isinstance(data, Mapping) and data.get("format") is not None:
+            return super().exported_objects(data, where=where)
+        issues = [self._github_issue(item, f"{where}: issue {index}")
+                  for index, item in enumerate(listed(data, where=where))]
+        return sorted(issues, key=lambda issue: (issue.created or 0.0, issue.body["number"]))
+
+    def _github_issue(self, item: Any, where: str) -> Exported:
+        """One issue of GitHub's JSON, as :meth:`_create` stores it; raises ExportError."""
+        if not isinstance(item, Mapping):
+            raise ExportError(f"{where} is {type(item).__name__} JSON, not a GitHub issue.")
+        number = item.get("number")
+        if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+            raise ExportError(
+                f"{where} has no issue number (found {number!r}); export issues as GitHub's "
+                "REST API returns them, e.g. `gh api "
+                "'/repos/OWNER/REPO/issues?state=all&per_page=100' > issues.json`."
+            )
+        at = f"{where} (#{number})"
+        if "pull_request" in item:
+            raise ExportError(
+                f"{at} is a pull request: GitHub lists pull requests among issues, and the "
+                "fake has none; filter them out, e.g. `gh api "
+                "'/repos/OWNER/REPO/issues?state=all&per_page=100' "
+                "--jq 'map(select(.pull_request == null))'`."
+            )
+        full = _exported_repo(item, at)
+        at = f"{where} ({full}#{number})"
+        title = item.get("title")
+        if not isinstance(title, str) or not title.strip():
+            raise ExportError(f"{at}: title must be a non-empty string, not {title!r}.")
+        body = item.get("body")
+        if body is not None and not isinstance(body, str):
+            raise ExportError(f"{at}: body must be a string or null, not {body!r}.")
+        state = item.get("state")
+        if state not in ("open", "closed"):
+            raise ExportError(f"{at}: state must be 'open' or 'closed', not {state!r}.")
+        user = item.get("user")
+        author = user.get("login") if isinstance(user, Mapping) else None
+        if not isinstance(author, str) or not author:
+            raise ExportError(f"{at}: user must be an object with the author's login, "
+                              f"not {user!r}.")
+        names: list[str] = []
+        labels = item.get("labels", [])
+        if not isinstance(labels, list):
+            raise ExportError(f"{at}: labels must be a list, not {labels!r}.")
+        for label in labels:
+            name = label.get("name") if isinstance(label, Mapping) else label
+            if not isinstance(name, str) or not name:
+                raise ExportError(f"{at}: a label must be a name or an object with a name, "
+                                  f"not {label!r}.")
+            if name not in names:
+                names.append(name)
+        assignees = item.get("assignees", [])
+        if not isinstance(assignees, list) or not all(
+            isinstance(a, Mapping) and isinstance(a.get("login"), str) for a in assignees
+        ):
+            raise ExportError(f"{at}: assignees must be a list of users with a login.")
+        issue_id, node_id = item.get("id"), item.get("node_id")
+        if isinstance(issue_id, bool) or not isinstance(issue_id, int):
+            raise ExportError(f"{at}: id must be GitHub's integer id, not {issue_id!r}.")
+        if not isinstance(node_id, str) or not node_id:
+            raise ExportError(f"{at}: node_id must be GitHub's node id, not {node_id!r}.")
+        comments, locked = item.get("comments", 0), item.get("locked", False)
+        if isinstance(comments, bool) or not isinstance(comments, int) or comments < 0:
+            raise ExportError(f"{at}: comments must be a count, not {comments!r}.")
+        if not isinstance(locked, bool):
+            raise ExportError(f"{at}: locked must be true or false, not {locked!r}.")
+        if "created_at" not in item:
+            raise ExportError(f"{at} has no created_at.")
+        created = exported_time(item["created_at"], f"{at}: created_at")
+        updated = exported_time(item.get("updated_at", item["created_at"]), f"{at}: updated_at")
+        closed_at = item.get("closed_at")
+        closed = None if closed_at is None else exported_time(closed_at, f"{at}: closed_at")
+        issue = {
+            "id": issue_id,
+            "node_id": node_id,
+            "number": number,
+            "title": title,
+            "body": body,
+            "state": state,
+            "locked": locked,
+            "comments": comments,
+            "assignees": [dict(a) for a in assignees],
+            "created_at": iso_time(created),
+            "updated_at": iso_time(updated),
+            "closed_at": None if closed is None else iso_time(closed),
+            "repo": full,
+            "author": author,
+            "labels": names,
+        }
+        origin = self.base_url
+        rendered = self._render(origin, issue)
+        aliases = tuple(a for a in _aliases(full, rendered) if not a.startswith(origin))
+        return Exported(object_type="issue", object_id=f"{full}#{number}",
+                        operation="issues.create", body=issue, created=created,
+                        aliases=aliases)
+
+    def seeded(self, conn: sqlite3.Connection, objects: Sequence[Exported]) -> None:
+        """Moves each repository's issue counter past the largest number seeded there, so a
+        new issue never takes a seeded number. Refuses an issue seeded with a key of another
+        tenant than its repository's owner (no key could reach it) or named otherwise than
+        ``owner/repo#number``."""
+        largest: dict[str, int] = {}
+        for obj in objects:
+            if obj.object_type != "issue":
+                continue
+            full, number = obj.body.get("repo"), obj.body.get("number")
+            if (not isinstance(full, str) or isinstance(number, bool)
+                    or not isinstance(number, int) or obj.object_id != f"{full}#{number}"):
+                raise ExportError(
+                    f"{self.name}: issue {obj.object_id!r} must be named 'owner/repo#number' "
+                    f"after its body's repo and number (found {full!r}, {number!r})."
+                )
+            owner = full.partition("/")[0]
+            tenant = conn.execute(
+                "SELECT tenant_id FROM effects WHERE object_type='issue' AND object_id=?",
+                (obj.object_id,),
+            ).fetchone()[0]
+            if tenant != owner:
+                raise ExportError(
+                    f"{self.name}: issue {obj.object_id} belongs to {owner!r}, but the key "
+                    f"seeding it acts for tenant {tenant!r}; the repository owner is the "
+                    f"tenant here: seed it with a key of tenant {owner!r}."
+                )
+            largest[full] = max(largest.get(full, 0), number)
+        for full, number in largest.items():
+            conn.execute(
+                "INSERT INTO counters(name, value) VALUES (?, ?) "
+                "ON CONFLICT(name) DO UPDATE SET value=max(value, excluded.value)",
+                (f"issues:{full}", number),
+            )
 
     # -- rendering -----------------------------------------------------------------------------
 
@@ -326,6 +484,22 @@ def _aliases(full: str, rendered: dict[str, Any]) -> tuple[str, ...]:
         f"/{full}/issues/{number}",
         rendered["url"],
         rendered["html_url"],
+    )
+
+
+def _exported_repo(item: Mapping[str, Any], where: str) -> str:
+    """``owner/name`` of an exported issue, from its ``repository_url`` or else its
+    ``html_url``; raises ExportError."""
+    for name, pattern in (("repository_url", _API_REPO), ("html_url", _HTML_REPO)):
+        url = item.get(name)
+        found = pattern.fullmatch(url) if isinstance(url, str) else None
+        if found:
+            return f"{found['owner']}/{found['repo']}"
+        if url is not None:
+            raise ExportError(f"{where}: {name} {url!r} names no repository.")
+    raise ExportError(
+        f"{where} names no repository: an issue of GitHub's API has a repository_url "
+        "(https://api.github.com/repos/OWNER/REPO) and an html_url."
     )
 
 

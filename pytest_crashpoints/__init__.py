@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     )
     from ._harness.context import Context, ProviderSpec
     from ._harness.findings import ExplorationReport
+    from ._harness.incident import Incident
     from ._harness.reference import (
         reference_recovery,
         reference_recovery_async,
@@ -69,6 +70,7 @@ _HOME = {
     "Context": "._harness.context",
     "ProviderSpec": "._harness.context",
     "ExplorationReport": "._harness.findings",
+    "Incident": "._harness.incident",
     "reference_worker": "._harness.reference",
     "reference_recovery": "._harness.reference",
     "reference_worker_async": "._harness.reference",
@@ -217,6 +219,7 @@ __all__ = [
     "CrashpointsError",
     "CrashpointsFixture",
     "ExplorationReport",
+    "Incident",
     "Found",
     "JSONLinesLedgerView",
     "Ledger",

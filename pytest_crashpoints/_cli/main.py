@@ -9,6 +9,8 @@ Subcommands:
   ``--otel -o PATH``: the failing cases as OpenTelemetry traces.
 - ``crashpoints merge A.json B.json ... -o merged.json``: the reports of the shards of one
   run (``--crashpoints-shard=K/N``) as one report.
+- ``crashpoints reproduce --worker M:F --ledger FILE --export PROVIDER=FILE ... -o TEST.py``:
+  a production incident as a crash test whose cases start from its state; written, then run.
 - ``crashpoints queue [--json] LEDGER``: the operator's view of a reference ledger: every
   in-flight, UNKNOWN and MANUAL_REVIEW attempt. Exit 0 when the queue is empty, 1 when there is
   work left, 2 on an error (one line on stderr).
@@ -74,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_replay(sub)
     _add_show(sub)
     _add_merge(sub)
+    _add_reproduce(sub)
     _add_queue(sub)
     return parser
 
@@ -194,6 +197,72 @@ def _add_merge(sub: _Subparsers) -> None:
     )
 
 
+def _add_reproduce(sub: _Subparsers) -> None:
+    """``crashpoints reproduce`` and its arguments."""
+    reproduce = _add_documented(
+        sub,
+        "reproduce",
+        help="turn an incident from production into a crash test that starts from its state",
+        description=(
+            "Write a pytest test (-o) whose every case starts where production stopped: the "
+            "ledger as it was (--ledger: a copy of the SQLite file, an SQL dump, or JSON "
+            "lines) and the objects the providers held (--export PROVIDER=FILE: Stripe's "
+            "list of charges, payment intents and refunds for payments, GitHub's issues for "
+            "tickets, SendGrid's email activity for email, or the fakes' own export format). "
+            "Each case redelivers the messages (--message, --messages) and runs recovery "
+            "(--recover), under every single-fault schedule, and checks the six invariants; "
+            "the baseline is the fault-free run of the same messages from an empty world. "
+            "Then it runs the test (arguments after -- go to pytest). Exit 1 when the "
+            "incident reproduces (the test fails), 0 when every schedule passes, 2 on an "
+            "error in the arguments (nothing is written)."
+        ),
+    )
+    reproduce.add_argument("--worker", required=True, metavar="MODULE:FUNCTION",
+                           help="the worker of your crash tests, worker(message, ctx)")
+    reproduce.add_argument("--recover", metavar="MODULE:FUNCTION",
+                           help="your recovery, recover(ctx) (leave out if there is none)")
+    reproduce.add_argument("--view", metavar="MODULE:FUNCTION",
+                           help="your ledger view, view(ctx) (default: the reference ledger)")
+    reproduce.add_argument("--ledger", metavar="FILE", help="the incident's copy of the ledger")
+    reproduce.add_argument("--export", action="append", default=[], metavar="PROVIDER=FILE",
+                           help="what a provider held (repeat for each provider)")
+    reproduce.add_argument("--provider", action="append", default=[], metavar="NAME",
+                           help="another provider the agent uses, with nothing exported")
+    reproduce.add_argument("--message", action="append", default=[], metavar="JSON",
+                           help="a message to redeliver, as JSON with a task_id (repeat)")
+    reproduce.add_argument("--messages", action="append", default=[], metavar="FILE",
+                           help="messages to redeliver: a JSON array, one object, or JSON lines")
+    reproduce.add_argument("--at", metavar="TIME",
+                           help="when production stopped (ISO 8601; default: a minute after "
+                           "the newest exported object)")
+    reproduce.add_argument("--points", metavar="POINTS",
+                           help="the crash points to try (default: all, A to F)")
+    reproduce.add_argument("-o", "--output", required=True, metavar="TEST.py",
+                           help="the test file to write (test_<name>.py)")
+    reproduce.add_argument("--force", action="store_true", help="replace an existing -o file")
+    reproduce.add_argument("--no-run", action="store_true", help="write the test, do not run it")
+
+
+def _reproduce(args: argparse.Namespace, pytest_args: Sequence[str], argv: Sequence[str]) -> int:
+    """``crashpoints reproduce``: read the arguments, write the test, run it."""
+    from ..errors import CrashpointsError
+    from .reproduce import USAGE, Reproduction, parse_at, parse_exports, read_messages, reproduce
+
+    try:
+        spec = Reproduction(
+            worker=args.worker, output=Path(args.output), recover=args.recover,
+            view=args.view, ledger=Path(args.ledger) if args.ledger else None,
+            exports=parse_exports(args.export), providers=tuple(args.provider),
+            messages=read_messages(args.message, args.messages), at=parse_at(args.at),
+            points=args.points, force=args.force,
+        )
+    except CrashpointsError as exc:
+        print(f"crashpoints reproduce: error: {exc}", file=sys.stderr)
+        return USAGE
+    return reproduce(spec, run=not args.no_run, pytest_args=pytest_args,
+                     command=["crashpoints", *argv])
+
+
 def _add_queue(sub: _Subparsers) -> None:
     """``crashpoints queue`` and its arguments."""
     queue = sub.add_parser(
@@ -222,7 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         hint = ""
-        if getattr(args, "command", None) in ("gate", "replay"):
+        if getattr(args, "command", None) in ("gate", "replay", "reproduce"):
             hint = (
                 f"; pytest's own options go after --: crashpoints {args.command} ... -- "
                 f"{' '.join(unknown)}"
@@ -245,6 +314,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return replay(args.token, pytest_args=extra)
     if args.command == "show":
         return _show(parser, args)
+    if args.command == "reproduce":
+        return _reproduce(args, extra, argv)
     from .gate import gate
 
     return gate(

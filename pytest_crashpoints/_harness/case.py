@@ -309,6 +309,10 @@ def verdict(
     ending: Ending,
 ) -> CaseResult:
     """The six checks on what the case left, and the case's result."""
+    if expected is not None and run.scenario.incident is not None:
+        from .incident import history
+
+        expected = (*expected, *history(ending.requests))
     evidence = Evidence(
         attempts=ending.attempts,
         events=ending.events,

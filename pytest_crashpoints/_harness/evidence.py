@@ -95,6 +95,9 @@ class ProviderRequest:
         """Who sent it, in words: ``worker-1 (delivering message 0)``, ``recovery-2``."""
         if self.process is None:
             return "an unknown process"
+        if self.process.partition("-")[0] == "production":  # an incident's (``incident.py``)
+            which = "" if self.message is None else f", delivering message {self.message}"
+            return f"production (in the incident{which})"
         if self.message is not None:
             return f"{self.process} (delivering message {self.message})"
         return self.process

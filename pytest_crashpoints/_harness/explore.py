@@ -370,13 +370,34 @@ class _Explorer:
 
     def golden(self) -> CaseResult | None:
         base = Schedule(tuple(Deliver(i) for i in range(len(self.scenario.messages))))
+        if self.scenario.incident is not None and not self._incident_baseline(base):
+            return None
         result = self.run(base, "fault-free")
         if not result.passed:
             self.fail(result)
             return None
-        self.expected = result.expected_effects
+        if self.scenario.incident is None:  # an incident's baseline is the empty world's
+            self.expected = result.expected_effects
         self.report.unchecked = list(result.unchecked)
         return result
+
+    def _incident_baseline(self, base: Schedule) -> bool:
+        """What an incident's cases are measured against: the fault-free run of the same
+        messages from an empty world (``incident.py``). It must pass too."""
+        clean = dataclasses.replace(self.scenario, incident=None)
+        result = run_case(clean, base, base_dir=self.base_dir, name="baseline")
+        if not result.passed:
+            said = (
+                "the fault-free run of the messages from an empty world, the baseline an "
+                "incident is measured against, failed: fix that first (a crash test of the "
+                "same messages without the incident shows it)"
+            )
+            result = dataclasses.replace(result, errors=(*result.errors, said))
+            again = run_case(clean, base, base_dir=self.base_dir, name="baseline-rerun")
+            self._report_failure(result, again=again, disagreement=None)
+            return False
+        self.expected = result.expected_effects
+        return True
 
     def exhaustive(self, space: Space) -> None:
         # The fault-free run already passed. Each faulted schedule keeps its index in the

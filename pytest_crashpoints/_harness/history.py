@@ -226,7 +226,20 @@ def _fault_shown(fault: str | None) -> str | None:
 
 def render_timeline(rows: Iterable[TimelineRow]) -> str:
     """The text timeline: one line per row, with its harness time."""
-    return "\n".join(f"t={row.at:>7g}s {row.text}" for row in rows)
+    return "\n".join(f"t={shown_time(row.at):>8} {row.text}" for row in rows)
+
+
+def shown_time(at: float) -> str:
+    """Harness time ``at`` for a reader: seconds (``402s``), or, past a million seconds (an
+    incident's clock starts at its date), the workers' wall time (``2026-11-30T14:06:01Z``)."""
+    if abs(at) < 1e6:
+        return f"{at:g}s"
+    import datetime as dt
+
+    from .._process.clock import HARNESS_EPOCH
+
+    wall = HARNESS_EPOCH + dt.timedelta(seconds=round(at))
+    return wall.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 #: Harness entries that come after what the processes of their second did: how a process

@@ -91,7 +91,9 @@ def _short(digest: str | None) -> str:
 
 
 def _t(at: float) -> str:
-    return f"t={at:g}s"
+    from .history import shown_time
+
+    return f"t={shown_time(at)}"
 
 
 def _describe(attempt: Attempt) -> str:
@@ -308,12 +310,14 @@ def _links(attempt: Attempt, evidence: Evidence) -> frozenset[str]:
 
 def _unrecorded_effects(evidence: Evidence) -> list[Violation]:
     """Effects no row names, unless a row that names nothing may stand for them (a row in
-    review or failed that never learned what the provider did)."""
+    review or failed that never learned what the provider did; a row in review whose key
+    names no request at all: an incident's object made before the harness saw anything)."""
     recorded = {id(r) for a in evidence.attempts for r in requests_of(a, evidence)}
     blank = [
         a
         for a in evidence.attempts
-        if not _links(a, evidence) and a.state in (State.MANUAL_REVIEW, State.FAILED)
+        if (not _links(a, evidence) and a.state in (State.MANUAL_REVIEW, State.FAILED))
+        or (a.state is State.MANUAL_REVIEW and not requests_of(a, evidence))
     ]
     violations = []
     for effect in evidence.effects:

@@ -111,7 +111,10 @@ def twin_of(extra: ProviderRequest, effects: Sequence[ProviderRequest]) -> Provi
     for other in same:
         if other.payload_hash == extra.payload_hash:
             return other
+    for other in same:  # the same message's before one that served none
+        if extra.message is not None and other.message == extra.message:
+            return other
     for other in same:
-        if other.message is None or extra.message is None or other.message == extra.message:
+        if other.message is None or extra.message is None:
             return other
     return None

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
     from .._ledger.views import LedgerView
     from .._process.handle import StartMethod
+    from .incident import Incident
     from .invariants import Invariant
 
 __all__ = ["Recovery", "Scenario", "WorkerFn"]
@@ -39,7 +40,8 @@ class Scenario:
     script the ``model`` provider answers from. ``setup(ctx)`` runs in the harness before each
     case's first step, as the harness (its requests are not the agent's effects): it creates
     what the agent's tools expect to find at the providers, e.g. the charge a support agent
-    refunds.
+    refunds. ``incident`` starts each case from a state production was left in (see
+    :class:`~.incident.Incident`): the baseline is then the fault-free run from an empty world.
 
     Raises :class:`~pytest_crashpoints.errors.HarnessUsageError` for a worker or recovery that
     is not a plain or coroutine function taking those arguments (a generator function, a
@@ -60,6 +62,7 @@ class Scenario:
     invariants: tuple[Invariant, ...] = ()
     model: Script | None = None
     setup: Callable[[Context], object] | None = None
+    incident: Incident | None = None
 
     def __post_init__(self) -> None:
         from fake_providers import Script
@@ -88,6 +91,15 @@ class Scenario:
                 "model=Script([...]) to crashpoints.run (from fake_providers import Script, "
                 "call, say)."
             )
+        if self.incident is not None:
+            from .incident import Incident
+
+            if not isinstance(self.incident, Incident):
+                raise CrashpointsError(
+                    f"incident={self.incident!r} is not an Incident; pass "
+                    "incident=Incident(ledger=..., exports={...})."
+                )
+            self.incident.check_providers(spec.name for spec in self.providers)
         if self.setup is not None and not callable(self.setup):
             raise CrashpointsError(f"setup={self.setup!r} is not a function of the context.")
         for index, message in enumerate(self.messages):

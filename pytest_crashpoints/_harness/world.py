@@ -21,6 +21,7 @@ from .authority_store import AuthorityChange
 from .context import CaseEnv, Context, authority_fingerprint, key_secret, make_provider
 from .crashstates import RunDirReader
 from .evidence import ProviderRequest
+from .incident import PRODUCTION
 from .scenario import Scenario
 
 if TYPE_CHECKING:
@@ -88,9 +89,12 @@ class World:
         #: Reads the run directory's files while the harness's connections are open (never
         #: closing a descriptor of them before the connections are closed: ``crashstates``).
         self.files = RunDirReader(self.env.path)
-        if fresh and scenario.setup is not None:
+        if fresh and (scenario.setup is not None or scenario.incident is not None):
             try:
-                scenario.setup(self.ctx)
+                if scenario.setup is not None:
+                    scenario.setup(self.ctx)
+                if scenario.incident is not None:
+                    scenario.incident.seed(self)
             except BaseException:
                 self.close()
                 raise
@@ -220,7 +224,10 @@ class World:
             spec.name + ("" if spec.idempotent or spec.name != "payments" else " (no idempotency)")
             for spec in self.scenario.providers
         )
-        return f"{len(self.scenario.messages)} message(s); providers: {providers}"
+        said = f"{len(self.scenario.messages)} message(s); providers: {providers}"
+        if self.scenario.incident is not None:
+            said += f"; {self.scenario.incident.describe()}"
+        return said
 
     def _issue_key(self, authority: Authority) -> None:
         from fake_providers import ApiKey
@@ -288,7 +295,11 @@ class World:
         """Every request every provider received, as its journal recorded it, attributed to
         the process whose credential it presented (``deliveries``: which message each worker
         process delivered) and to the authority that credential was issued for."""
-        deliveries = deliveries or {}
+        # The processes that made an incident's objects in production (``incident.py``).
+        deliveries = {
+            **{f"{PRODUCTION}-{i}": i for i in range(len(self.scenario.messages))},
+            **(deliveries or {}),
+        }
         issued = {
             authority_fingerprint(change.authority): change.authority
             for change in self.store.changes()

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .._harness.context import Context, ProviderSpec
     from .._harness.explore import CaseRaised, CrashSettings
     from .._harness.findings import ExplorationReport
+    from .._harness.incident import Incident
     from .._harness.invariants import Invariant
     from .._harness.scenario import Scenario
     from .._ledger.views import LedgerView
@@ -140,6 +141,7 @@ class CrashpointsFixture:
         invariants: Sequence[Invariant] = (),
         model: Script | None = None,
         setup: Callable[[Context], object] | None = None,
+        incident: Incident | None = None,
     ) -> ExplorationReport:
         """Explore crash schedules of ``worker`` on ``messages``; fail the test on a violation.
 
@@ -162,6 +164,9 @@ class CrashpointsFixture:
         (required when the marker names it). ``setup(ctx)`` runs in the harness before each
         case, as the harness: it creates what the agent's tools expect to find at the
         providers (the charge a support agent refunds); its requests are not the agent's.
+        ``incident`` starts every case from a state production was left in: its ledger and
+        the providers' exported objects (:class:`~pytest_crashpoints.Incident`,
+        docs/howto-incident.md).
 
         Returns the report when every schedule passed (or, with ``expect=``, when the
         expected violation was caught).
@@ -176,6 +181,7 @@ class CrashpointsFixture:
                 worker=worker, recover=recover, command=command, recover_command=recover_command,
                 messages=messages, authorities=authorities, ledger_view=ledger_view, model=model,
                 transport_points=transport_points, invariants=invariants, setup=setup,
+                incident=incident,
             )
         except CaseRaised as exc:
             raise self._case_raised(exc) from None
@@ -244,6 +250,7 @@ class CrashpointsFixture:
         invariants: Sequence[Invariant],
         model: Script | None,
         setup: Callable[[Context], object] | None,
+        incident: Incident | None,
     ) -> Scenario:
         """The scenario of ``run``'s arguments under this test's marker. Raises
         :class:`CrashpointsError` for a test set up wrong."""
@@ -270,6 +277,7 @@ class CrashpointsFixture:
             invariants=(*self.hooked_invariants, *invariants),
             model=model,
             setup=setup,
+            incident=incident,
         )
         self._check_expected_names(scenario)
         return scenario

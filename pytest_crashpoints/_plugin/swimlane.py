@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._harness.history import shown_time
 from .._harness.invariants import INVARIANTS, invariant_key
 from .markup import anchor, escape
 
@@ -248,7 +249,7 @@ def _row(grid: _Grid, index: int, row: Mapping[str, Any], previous: float | None
     time_class = ' class="same"' if previous is not None and at == previous else ""
     return (
         f'<tr id="{grid.tid}-e{index + 1}"{row_class}>'
-        f'<th scope="row"{time_class}>t={at:g}s{escape(jump)}</th>{cells.html()}</tr>'
+        f'<th scope="row"{time_class}>t={shown_time(at)}{escape(jump)}</th>{cells.html()}</tr>'
     )
 
 

@@ -1,0 +1,34 @@
+"""BUG (the incident of 2026-11-30): the renewal charger settles a row left ``charging`` by
+charging again with a new key. Production left November's renewal stuck after Stripe had
+charged it (``scenarios/incident/``); from that state, the redelivered renewal and the
+start-up recovery charge the customer a second time (invariant 1). Its fixed twin asks
+Stripe first (``scenarios/test_renewal_charger.py``); docs/howto-incident.md reproduces the
+incident with ``crashpoints reproduce`` from these functions."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from scenarios.test_renewal_charger import INCIDENT, RENEWAL, recovery, renewals, worker
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from pytest_crashpoints import Context, CrashpointsFixture
+
+
+def worker_that_retries(renewal: Mapping[str, Any], ctx: Context) -> str:
+    return worker(renewal, ctx, settle="retry")
+
+
+def recovery_that_retries(ctx: Context) -> None:
+    recovery(ctx, settle="retry")
+
+
+@pytest.mark.crashpoints(providers=["payments"], mode="exhaustive", max_faults=1, expect=1,
+                         strict_coverage=False)
+def test_the_november_incident_charges_again(crashpoints: CrashpointsFixture) -> None:
+    crashpoints.run(worker=worker_that_retries, recover=recovery_that_retries,
+                    messages=[RENEWAL], ledger_view=renewals, incident=INCIDENT)
