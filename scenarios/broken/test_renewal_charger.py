@@ -3,28 +3,24 @@ charging again with a new key. Production left November's renewal stuck after St
 charged it (``scenarios/incident/``); from that state, the redelivered renewal and the
 start-up recovery charge the customer a second time (invariant 1). Its fixed twin asks
 Stripe first (``scenarios/test_renewal_charger.py``); docs/howto-incident.md reproduces the
-incident with ``crashpoints reproduce`` from these functions."""
+incident with ``crashpoints reproduce``."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
-from scenarios.test_renewal_charger import INCIDENT, RENEWAL, recovery, renewals, worker
+from scenarios.renewal_incident import (
+    INCIDENT,
+    RENEWAL,
+    recovery_that_retries,
+    renewals,
+    worker_that_retries,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-    from pytest_crashpoints import Context, CrashpointsFixture
-
-
-def worker_that_retries(renewal: Mapping[str, Any], ctx: Context) -> str:
-    return worker(renewal, ctx, settle="retry")
-
-
-def recovery_that_retries(ctx: Context) -> None:
-    recovery(ctx, settle="retry")
+    from pytest_crashpoints import CrashpointsFixture
 
 
 @pytest.mark.crashpoints(providers=["payments"], mode="exhaustive", max_faults=1, expect=1,

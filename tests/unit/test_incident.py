@@ -1,0 +1,125 @@
+"""An incident's files, before any case runs: the ledger copy placed where the view reads it
+(an SQLite file with its WAL, an SQL dump, JSON lines), which message each exported object
+belongs to, and every mistake in an ``Incident`` refused with what to do."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from fake_providers import Exported
+from pytest_crashpoints import Authority, Incident, ProviderSpec, State
+from pytest_crashpoints._harness.incident import _task_of, place_ledger
+from pytest_crashpoints._ledger.records import Attempt
+from pytest_crashpoints.errors import CrashpointsError
+from pytest_crashpoints.harness import Scenario
+
+
+def _rows(path: Path) -> list[tuple[str, str]]:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        return conn.execute("SELECT id, status FROM jobs ORDER BY id").fetchall()
+
+
+def test_an_sqlite_copy_is_placed_with_what_its_wal_still_holds(tmp_path: Path) -> None:
+    source = tmp_path / "prod.db"
+    conn = sqlite3.connect(source, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    conn.execute("CREATE TABLE jobs (id TEXT, status TEXT)")
+    conn.execute("INSERT INTO jobs VALUES ('j1', 'sent'), ('j2', 'sending')")
+    try:  # the rows are in prod.db-wal only, not checkpointed into prod.db
+        assert (tmp_path / "prod.db-wal").stat().st_size > 0
+        place_ledger(source, tmp_path / "case" / "jobs.db")
+    finally:
+        conn.close()
+    assert _rows(tmp_path / "case" / "jobs.db") == [("j1", "sent"), ("j2", "sending")]
+
+
+def test_an_sql_dump_is_run_into_a_new_database(tmp_path: Path) -> None:
+    dump = tmp_path / "incident.sql"
+    dump.write_text(
+        "BEGIN TRANSACTION;\nCREATE TABLE jobs (id TEXT, status TEXT);\n"
+        "INSERT INTO jobs VALUES('j9','sending');\nCOMMIT;\n"
+    )
+    place_ledger(dump, tmp_path / "jobs.db")
+    assert _rows(tmp_path / "jobs.db") == [("j9", "sending")]
+
+
+def test_json_lines_are_copied_byte_for_byte(tmp_path: Path) -> None:
+    lines = tmp_path / "ledger.jsonl"
+    lines.write_bytes(b'{"id": "a", "state": "sending"}\n{"id": "a", "state": "sent"}\n')
+    place_ledger(lines, tmp_path / "out" / "ledger.jsonl")
+    assert (tmp_path / "out" / "ledger.jsonl").read_bytes() == lines.read_bytes()
+
+
+def test_a_dump_sqlite_cannot_run_is_refused_saying_how_to_make_one(tmp_path: Path) -> None:
+    dump = tmp_path / "broken.sql"
+    dump.write_text("CREATE TABLE jobs (id TEXT;\n")
+    with pytest.raises(CrashpointsError, match=r"\.dump > incident\.sql"):
+        place_ledger(dump, tmp_path / "jobs.db")
+
+
+def _object(object_id: str, **metadata: str) -> Exported:
+    return Exported("charge", object_id, "charges.create", {"metadata": metadata},
+                    aliases=(object_id,))
+
+
+def _row(task: str, *, result_ref: str | None = None, key: str = "") -> Attempt:
+    authority = Authority.of(tenant_id="t", credential_scope=[], policy_version="p")
+    return Attempt(
+        attempt_id=f"a-{task}", task_id=task, tool_name="charge", args_hash="h", args={},
+        idempotency_key=key, state=State.OUTCOME_CONFIRMED, provider_request_id=None,
+        result_ref=result_ref, authority=authority, owner=None, lease_expires_at=None,
+        next_attempt_at=None, attempt_count=1, parent_attempt_id=None, created_at=0.0,
+        updated_at=0.0,
+    )
+
+
+MESSAGES = [{"task_id": "ren-11"}, {"task_id": "ren-12"}]
+
+
+def test_an_object_a_row_names_belongs_to_that_rows_task_even_if_no_message_is_its() -> None:
+    rows = [_row("ren-10", result_ref="ch_old"), _row("ren-11", key="renewal-11")]
+    assert _task_of(_object("ch_old", renewal="ren-11"), rows, MESSAGES) == "ren-10"
+    keyed = Exported("charge", "ch_x", "charges.create", {}, idempotency_key="renewal-11")
+    assert _task_of(keyed, rows, MESSAGES) == "ren-11"
+
+
+def test_an_object_no_row_names_belongs_to_the_message_its_metadata_names() -> None:
+    assert _task_of(_object("ch_1", renewal_id="ren-12"), [], MESSAGES) == "ren-12"
+
+
+def test_an_object_nothing_names_belongs_to_the_only_task_or_to_none() -> None:
+    assert _task_of(_object("ch_1"), [], [{"task_id": "only"}, {"task_id": "only"}]) == "only"
+    assert _task_of(_object("ch_1"), [], MESSAGES) is None
+
+
+def test_an_incident_names_real_files_and_an_aware_time(tmp_path: Path) -> None:
+    with pytest.raises(CrashpointsError, match="names no file"):
+        Incident()
+    with pytest.raises(CrashpointsError, match=r"ledger=.*no such file"):
+        Incident(ledger=tmp_path / "missing.db")
+    with pytest.raises(CrashpointsError, match=r"exports\['payments'\].*no such file"):
+        Incident(exports={"payments": tmp_path / "charges.json"})
+    ledger = tmp_path / "l.sql"
+    ledger.write_text("")
+    with pytest.raises(CrashpointsError, match="aware datetime"):
+        Incident(ledger=ledger, at=dt.datetime(2026, 11, 30, 14, 0))
+    with pytest.raises(CrashpointsError, match="mapping of provider name"):
+        Incident(ledger=ledger, exports=["charges.json"])  # type: ignore[arg-type]
+
+
+def test_an_export_for_a_provider_the_test_does_not_run_is_refused(tmp_path: Path) -> None:
+    charges = tmp_path / "charges.json"
+    charges.write_text("[]")
+    authority = Authority.of(tenant_id="t", credential_scope=["email:write"], policy_version="p")
+    with pytest.raises(CrashpointsError, match=r"provider 'payments'.*add it to the marker"):
+        Scenario(
+            worker=lambda message, ctx: None, recover=None, messages=({"task_id": "t"},),
+            providers=(ProviderSpec("email"),), authorities={"t": authority},
+            incident=Incident(exports={"payments": charges}),
+        )
