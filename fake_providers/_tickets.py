@@ -123,8 +123,9 @@ class Tickets(Provider):
         Each becomes the issue the fake stores when it opens one (author: the user's login;
         labels: their names; ``assignees`` as GitHub gives them), named as a client of the fake
         names an issue it opened: ``owner/repo#N``, ``N``, ``#N``, ``/repos/owner/repo/issues/N``
-        and ``/owner/repo/issues/N``. Not by the absolute ``url`` and ``html_url``: their origin
-        is the one each client of the fake uses, unknown before it asks. The repository owner
+        and ``/owner/repo/issues/N``, and by the export's own absolute ``url`` and ``html_url``
+        (what production's clients saw and a ledger may have stored; the fake's own absolute
+        URLs depend on the origin each client uses, unknown before it asks). The repository owner
         is the fake's tenant: seed with a key of that tenant (:meth:`seed` refuses others).
 
         The issues come oldest first (by ``created_at``, then number), the order the fake
@@ -224,6 +225,12 @@ class Tickets(Provider):
         origin = self.base_url
         rendered = self._render(origin, issue)
         aliases = tuple(a for a in _aliases(full, rendered) if not a.startswith(origin))
+        # The URLs production's clients saw (api.github.com, github.com): a ledger that
+        # stored one names the issue by it.
+        aliases += tuple(
+            url for url in (item.get("url"), item.get("html_url"))
+            if isinstance(url, str) and url and url not in aliases
+        )
         return Exported(object_type="issue", object_id=f"{full}#{number}",
                         operation="issues.create", body=issue, created=created,
                         aliases=aliases)

@@ -240,8 +240,9 @@ def test_an_sdk_retry_after_a_lost_answer_is_caught_by_the_lost_answer_alone(
 
 #: The scenarios of queues, engines and storage faults: each file (or the tests ``-k`` picks
 #: in it), what it needs, and the verdict of each of its tests. (DBOS's passing twin, ~25 s,
-#: and the order charger's storage faults, run by tests/cases/test_power_loss.py's
-#: mechanics, are left to ``make gate``.)
+#: the order charger's storage faults, run by tests/cases/test_power_loss.py's mechanics, and
+#: the renewal charger's fix from its incident, swept by tests/cases/test_incident.py, are
+#: left to ``make gate``.)
 REACH = [
     ("rq_worker/test_rq_mailer.py", "", ("redis-server", "rq"), {
         "test_a_job_with_retries_is_run_again_by_rq_and_parked": "passed",
@@ -272,6 +273,9 @@ REACH = [
     }),
     ("test_outbox_relay.py", "", (), {
         "test_each_event_reaches_the_consumer_once": "passed",
+    }),
+    ("broken/test_renewal_charger.py", "", (), {
+        "test_the_november_incident_charges_again": "caught",
     }),
     ("broken/test_outbox_relay.py", "", (), {
         "test_a_relay_killed_between_publish_and_mark_publishes_twice": "caught",

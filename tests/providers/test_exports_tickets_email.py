@@ -195,8 +195,11 @@ def test_seeded_issues_are_effects_of_the_seeding_key(
     assert [(o.object_type, o.object_id, o.operation) for o in objects] == [
         ("issue", f"{REPO}#41", "issues.create"), ("issue", f"{REPO}#57", "issues.create")]
     assert objects[1].created == 1764490365.0  # 2025-11-30T08:12:45Z
+    # The fake's own names, then the URLs production's clients saw (a ledger may hold one).
     assert objects[1].aliases == (
-        f"{REPO}#57", "57", "#57", f"/repos/{REPO}/issues/57", f"/{REPO}/issues/57")
+        f"{REPO}#57", "57", "#57", f"/repos/{REPO}/issues/57", f"/{REPO}/issues/57",
+        f"https://api.github.com/repos/{REPO}/issues/57",
+        f"https://github.com/{REPO}/issues/57")
     request_ids = tickets.seed(objects, key=SEEDER, at=clock())
 
     effects = tickets.journal.effects(label="prod-agent-7")
