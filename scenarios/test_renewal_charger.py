@@ -16,12 +16,14 @@ if TYPE_CHECKING:
     from pytest_crashpoints import CrashpointsFixture
 
 
-@pytest.mark.crashpoints(providers=["payments"], mode="exhaustive")
+# Its own table has no columns for arguments, request ids or owners (strict_coverage=False:
+# the checks it cannot support are listed as NOT CHECKED).
+@pytest.mark.crashpoints(providers=["payments"], mode="exhaustive", strict_coverage=False)
 def test_each_renewal_is_charged_once(crashpoints: CrashpointsFixture) -> None:
     crashpoints.run(worker=worker, recover=recovery, messages=[RENEWAL], ledger_view=renewals)
 
 
-# Settled right, the incident never charges: A and B stay unreached (strict_coverage=False).
+# Settled right, the incident never charges: A and B stay unreached.
 @pytest.mark.crashpoints(providers=["payments"], mode="exhaustive", max_faults=1,
                          strict_coverage=False)
 def test_the_november_incident_is_settled_without_a_second_charge(
