@@ -134,14 +134,19 @@ def _export_file(tmp_path: Path, name: str, data: Any) -> Any:
     return read_export(path)
 
 
+def _seeded(provider: Provider, tmp_path: Path, name: str, data: Any, at: float) -> None:
+    """``provider`` seeded from ``data`` exported to the file ``name``, by :data:`SEEDER`."""
+    objects = provider.exported_objects(_export_file(tmp_path, name, data), where=name)
+    provider.seed(objects, key=SEEDER, at=at)
+
+
 # -- tickets -------------------------------------------------------------------------------------
 
 
 def test_a_seeded_issue_answers_like_one_the_fake_opened(
     tickets: Provider, connect: Connect, tmp_path: Path, clock: ManualClock
 ) -> None:
-    data = _export_file(tmp_path, "issues.json", GITHUB_ISSUES)
-    tickets.seed(tickets.exported_objects(data, where="issues.json"), key=SEEDER, at=clock())
+    _seeded(tickets, tmp_path, "issues.json", GITHUB_ISSUES, clock())
     client = connect(tickets)
     headers = auth(WRITER)
 
@@ -305,8 +310,7 @@ def test_a_bad_github_export_says_what_is_wrong(
 def test_a_seeded_message_answers_like_one_the_fake_sent(
     email: Provider, connect: Connect, tmp_path: Path, clock: ManualClock
 ) -> None:
-    data = _export_file(tmp_path, "activity.json", SENDGRID_ACTIVITY)
-    email.seed(email.exported_objects(data, where="activity.json"), key=SEEDER, at=clock())
+    _seeded(email, tmp_path, "activity.json", SENDGRID_ACTIVITY, clock())
     client = connect(email)
     headers = auth(WRITER)
 
