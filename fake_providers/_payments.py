@@ -46,7 +46,9 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import urllib.parse
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
@@ -189,10 +191,23 @@ class Payments(Provider):
         Stripe's: add it where your request logs show the key that made it)."""
         if isinstance(data, dict) and data.get("format") is not None:
             return super().exported_objects(data, where=where)
-        out = []
-        for index, item in enumerate(listed(data, where=where)):
-            out.append(_stripe_object(item, f"{where}: object {index}"))
-        return out
+        out = [_stripe_object(item, f"{where}: object {index}")
+               for index, item in enumerate(listed(data, where=where))]
+        # Oldest first, the order the fake would have made them in (Stripe lists newest
+        # first: of two made in the same second, the later one is listed first).
+        return sorted(reversed(out), key=lambda obj: obj.created or 0.0)
+
+    def seeded(self, conn: sqlite3.Connection, objects: Sequence[Exported]) -> None:
+        """Moves the request counter the fake's own ids come from (``ch_<24 digits>``) past
+        the ids seeded, so a charge made after seeding never takes one (an export of a fake)."""
+        taken = [int(m.group(1)) for obj in objects
+                 if (m := _OWN_ID.fullmatch(obj.object_id)) is not None]
+        if taken:
+            conn.execute(
+                "INSERT INTO counters(name, value) VALUES ('request', ?) ON CONFLICT(name) "
+                "DO UPDATE SET value = max(value, excluded.value)",
+                (max(taken),),
+            )
 
     def _create(self, call: Call, object_type: str) -> Reply:
         request = call.request
@@ -388,13 +403,13 @@ class Payments(Provider):
                 404, f"No such charge: '{charge_id}'", code="resource_missing", param="charge"
             ))
         left = int(charge["amount"]) - self._refunded(call, charge_id)
+        if left <= 0:
+            return invalid(f"Charge {charge_id} has already been refunded.", "charge",
+                           "charge_already_refunded")
         amount = logical.get("amount", left)
         if not isinstance(amount, int) or amount < 1:
             return invalid(f"Invalid positive integer: amount {params.get('amount')!r}.",
                            "amount", "parameter_invalid_integer")
-        if left <= 0:
-            return invalid(f"Charge {charge_id} has already been refunded.", "charge",
-                           "charge_already_refunded")
         if amount > left:
             return invalid(
                 f"Refund amount ({amount}) is greater than unrefunded amount on charge "
@@ -497,6 +512,8 @@ class Payments(Provider):
         return Reply(200, json_body(body), {"Content-Type": "application/json"})
 
 
+#: An id the fake made itself (``ch_``, ``pi_`` or ``re_`` and the request's number).
+_OWN_ID = re.compile(r"(?:ch|pi|re)_(\d{24})")
 _STRIPE_OPERATIONS = {
     "charge": "charges.create",
     "payment_intent": "payment_intents.create",

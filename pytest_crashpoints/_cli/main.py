@@ -213,8 +213,9 @@ def _add_reproduce(sub: _Subparsers) -> None:
             "(--recover), under every single-fault schedule, and checks the six invariants; "
             "the baseline is the fault-free run of the same messages from an empty world. "
             "Then it runs the test (arguments after -- go to pytest). Exit 1 when the "
-            "incident reproduces (the test fails), 0 when every schedule passes, 2 on an "
-            "error in the arguments (nothing is written)."
+            "incident reproduces (the test breaks an invariant), 0 when every schedule "
+            "passes, 2 on an error in the arguments (nothing is written) or when the test "
+            "reaches no verdict (its report says why)."
         ),
     )
     reproduce.add_argument("--worker", required=True, metavar="MODULE:FUNCTION",
@@ -233,8 +234,8 @@ def _add_reproduce(sub: _Subparsers) -> None:
     reproduce.add_argument("--messages", action="append", default=[], metavar="FILE",
                            help="messages to redeliver: a JSON array, one object, or JSON lines")
     reproduce.add_argument("--at", metavar="TIME",
-                           help="when production stopped (ISO 8601; default: a minute after "
-                           "the newest exported object)")
+                           help="when production stopped (ISO 8601, UTC without an offset; "
+                           "default: a minute after the newest time the incident holds)")
     reproduce.add_argument("--points", metavar="POINTS",
                            help="the crash points to try (default: all, A to F)")
     reproduce.add_argument("-o", "--output", required=True, metavar="TEST.py",

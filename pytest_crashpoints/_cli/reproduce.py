@@ -56,7 +56,8 @@ def reproduce(
     spec: Reproduction, *, run: bool = True, pytest_args: Sequence[str] = (),
     command: Sequence[str] = (),
 ) -> int:
-    """Write the test of ``spec`` and run it; pytest's exit status (1: it reproduces)."""
+    """Write the test of ``spec`` and run it: 1 when the incident reproduces (a violation),
+    0 when every schedule passes, 2 for an argument error or a test that reached no verdict."""
     try:
         source = render(spec, command=command)
     except CrashpointsError as exc:
@@ -66,20 +67,56 @@ def reproduce(
     print(f"crashpoints reproduce: wrote {spec.output}")
     if not run:
         return 0
-    from .gate import run_pytest
-
-    status = run_pytest([*pytest_args, f"./{os.path.relpath(spec.output)}"]).status
-    if status == 1:
+    with tempfile.TemporaryDirectory(prefix="crashpoints-reproduce-") as scratch:
+        report = _report_path(pytest_args) or Path(scratch) / "report.json"
+        verdict, invariants = _run(spec.output, report, pytest_args)
+    if verdict == "failed" and invariants:
         print(
-            f"crashpoints reproduce: the incident reproduces: {spec.output} fails (above). "
-            "Keep it: once the bug is fixed it passes, and it fails again if the bug comes back."
+            f"crashpoints reproduce: the incident reproduces (invariant(s) "
+            f"{', '.join(map(str, invariants))}): {spec.output} fails (above). Keep it: once "
+            "the bug is fixed it passes, and it fails again if the bug comes back."
         )
-    elif status == 0:
+        return 1
+    if verdict == "passed":
         print(
             f"crashpoints reproduce: not reproduced: from the incident's state, every schedule "
             f"of {spec.output} passes."
         )
-    return status
+        return 0
+    print(
+        f"crashpoints reproduce: {spec.output} reached no verdict on the incident "
+        f"({verdict or 'no report'}: see above); nothing is reproduced yet. Fix what it says, "
+        f"then run `pytest {spec.output}`.",
+        file=sys.stderr,
+    )
+    return USAGE
+
+
+def _run(output: Path, report: Path, pytest_args: Sequence[str]) -> tuple[str | None, list[Any]]:
+    """Run the written test; its verdict and the invariants it found broken, from its report."""
+    from .gate import run_pytest
+
+    extra = [] if _report_path(pytest_args) else [f"--crashpoints-report={report}"]
+    run_pytest([*extra, *pytest_args, f"./{os.path.relpath(output)}"])
+    try:
+        tests = json.loads(report.read_text(encoding="utf-8"))["tests"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, []
+    mine = [t for t in tests if str(t.get("nodeid", "")).split("::")[0].endswith(output.name)]
+    if len(mine) != 1:
+        return None, []
+    failure = mine[0].get("failure") or {}
+    return mine[0].get("verdict"), list(failure.get("invariants") or [])
+
+
+def _report_path(pytest_args: Sequence[str]) -> Path | None:
+    """The ``--crashpoints-report`` among pytest's arguments, if any."""
+    for index, arg in enumerate(pytest_args):
+        if arg.startswith("--crashpoints-report="):
+            return Path(arg.partition("=")[2])
+        if arg == "--crashpoints-report" and index + 1 < len(pytest_args):
+            return Path(pytest_args[index + 1])
+    return None
 
 
 def render(spec: Reproduction, *, command: Sequence[str] = ()) -> str:
@@ -95,7 +132,7 @@ def render(spec: Reproduction, *, command: Sequence[str] = ()) -> str:
             alias = modules.setdefault(module, f"agent_{len(modules) + 1}" if modules else "agent")
             calls[role] = f"{alias}.{attr}"
     providers = list(dict.fromkeys([*spec.exports, *spec.providers]))
-    stem = _identifier((spec.ledger or spec.output).stem)
+    name = _identifier(spec.output.stem)
     lines = [
         '"""The incident of ' + _what(spec) + ", reproduced (written by `crashpoints "
         'reproduce`).',
@@ -134,7 +171,7 @@ def render(spec: Reproduction, *, command: Sequence[str] = ()) -> str:
     if spec.points is not None:
         marker.insert(0, f"points={spec.points!r}")
     lines.append(f"@pytest.mark.crashpoints({', '.join(marker)})")
-    lines.append(f"def test_incident_{stem}(crashpoints: CrashpointsFixture) -> None:")
+    lines.append(f"def {name}(crashpoints: CrashpointsFixture) -> None:")
     arguments = [f"{role}={call}" for role, call in calls.items()]
     arguments += ["messages=MESSAGES", "incident=INCIDENT"]
     lines.append("    crashpoints.run(")
@@ -183,6 +220,7 @@ def _check(spec: Reproduction) -> None:
     for path in [spec.ledger, *spec.exports.values()]:
         if path is not None and not path.is_file():
             raise CrashpointsError(f"{path}: no such file.")
+    _check_at(spec.at)
     for name in [*spec.exports, *spec.providers]:
         if name not in PROVIDERS:
             raise CrashpointsError(
@@ -191,6 +229,10 @@ def _check(spec: Reproduction) -> None:
                 "(docs/howto-incident.md)."
             )
     with tempfile.TemporaryDirectory(prefix="crashpoints-reproduce-") as scratch:
+        if spec.ledger is not None:  # a dump SQLite cannot run, a file it cannot read
+            from .._harness.incident import place_ledger
+
+            place_ledger(spec.ledger, Path(scratch) / "ledger")
         for name, path in spec.exports.items():
             provider = PROVIDERS[name](Path(scratch) / f"{name}.db")
             try:
@@ -206,6 +248,16 @@ def _check(spec: Reproduction) -> None:
             )
 
 
+def _check_at(at: dt.datetime | None) -> None:
+    from .._process.clock import HARNESS_EPOCH
+
+    if at is not None and at < HARNESS_EPOCH:
+        raise CrashpointsError(
+            f"--at {at.isoformat()} is before the harness's clock starts "
+            f"({HARNESS_EPOCH.isoformat()}): the workers' wall clocks cannot go back there."
+        )
+
+
 def _resolve(role: str, name: str) -> tuple[str, str]:
     """``module:attribute`` of a callable importable from here; raises CrashpointsError."""
     module, _, attr = name.partition(":")
@@ -217,11 +269,19 @@ def _resolve(role: str, name: str) -> tuple[str, str]:
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
-        found = getattr(importlib.import_module(module), attr)
+        imported = importlib.import_module(module)
     except ImportError as exc:
         raise CrashpointsError(f"--{_flag(role)} {name}: cannot import {module} ({exc}).") from None
-    except AttributeError:
-        raise CrashpointsError(f"--{_flag(role)} {name}: {module} has no {attr!r}.") from None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # a syntax error, the module's own code raising or exiting
+        raise CrashpointsError(
+            f"--{_flag(role)} {name}: importing {module} raised "
+            f"{type(exc).__name__}: {exc} (pytest would too: fix it, or set what it needs)."
+        ) from None
+    if not hasattr(imported, attr):
+        raise CrashpointsError(f"--{_flag(role)} {name}: {module} has no {attr!r}.")
+    found = getattr(imported, attr)
     if not callable(found):
         raise CrashpointsError(f"--{_flag(role)} {name}: {found!r} is not callable.")
     return module, attr
@@ -236,13 +296,17 @@ def _relative(path: Path, here: Path) -> str:
 
 
 def _identifier(text: str) -> str:
-    return re.sub(r"\W+", "_", text).strip("_").lower() or "reproduced"
+    name = re.sub(r"\W+", "_", text).strip("_").lower()
+    return name if name.isidentifier() else f"test_{name}"
 
 
 def _write(path: Path, source: str) -> None:
     """``source`` at ``path``, whole or not at all."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.resolve().parent)
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # as open() would make it, not mkstemp's 0600
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(source)
         os.replace(tmp, path)

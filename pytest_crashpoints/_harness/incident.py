@@ -79,7 +79,7 @@ class Incident:
     GitHub's issues; SendGrid's email activity; or the fakes' own format, see
     ``fake_providers.Provider.export``). ``at``: when production stopped (an aware datetime):
     the workers' wall clocks start there (default: a minute after the newest exported
-    object; give it when the ledger holds later times).
+    object or the newest time in the ledger: Unix seconds or ISO 8601 text in its rows).
 
     Raises :class:`CrashpointsError` for a file that does not exist, an export for no
     provider, or an ``at`` that is not an aware datetime.
@@ -142,8 +142,11 @@ class Incident:
 
         from .._process.clock import HARNESS_EPOCH
 
+        times: list[float] = []
         if self.ledger is not None:
-            place_ledger(Path(self.ledger), ledger_target(world))
+            target = ledger_target(world)
+            place_ledger(Path(self.ledger), target)
+            times = ledger_times(target)
         exported: list[tuple[str, list[Exported]]] = []
         try:
             for name, path in self.exports.items():
@@ -152,7 +155,8 @@ class Incident:
                                                                  where=str(path))))
         except ExportError as exc:
             raise CrashpointsError(f"the incident's export cannot be read: {exc}") from None
-        self._set_clock(world, [obj for _, objects in exported for obj in objects])
+        created = [obj.created for _, objects in exported for obj in objects if obj.created]
+        self._set_clock(world, [*created, *times])
         rows = list(world.view().attempts()) if self.ledger is not None else []
         start = world.clock.now()
         epoch = HARNESS_EPOCH.timestamp()
@@ -167,22 +171,24 @@ class Incident:
                 except ExportError as exc:
                     raise CrashpointsError(f"the incident's exports: {exc}") from None
 
-    def _set_clock(self, world: World, objects: Sequence[Exported]) -> None:
+    def _set_clock(self, world: World, times: Sequence[float]) -> None:
+        """The clock at ``at``, else a minute after the newest of ``times`` (the exported
+        objects' and the ledger's)."""
         from .._process.clock import HARNESS_EPOCH
 
         if self.at is not None:
             when = self.at.timestamp()
+        elif times:
+            when = max(times) + DEFAULT_AFTER
         else:
-            created = [obj.created for obj in objects if obj.created is not None]
-            if not created:
-                return
-            when = max(created) + DEFAULT_AFTER
+            return
         start = when - HARNESS_EPOCH.timestamp()
         if start < world.clock.now():
             raise CrashpointsError(
                 f"the incident is dated {_dt.datetime.fromtimestamp(when, _dt.timezone.utc)}, "
                 f"before the harness's clock starts ({HARNESS_EPOCH.isoformat()}): the "
-                "workers' wall clocks cannot go back there. Give Incident(at=...) a later time."
+                "workers' wall clocks cannot go back there. Give a later Incident(at=...) "
+                "(crashpoints reproduce: --at)."
             )
         world.clock.set(start)
 
@@ -235,6 +241,63 @@ def place_ledger(source: Path, target: Path) -> None:
         os.close(fd)
 
 
+#: What counts as a time in a ledger: Unix seconds from 2000 to 2100.
+_PLAUSIBLE = (946684800.0, 4102444800.0)
+#: How many values of a ledger are looked at for times, at most.
+_SCAN_LIMIT = 200_000
+
+
+def ledger_times(path: Path) -> list[float]:
+    """The times a ledger holds (Unix seconds, ISO 8601 text), for the clock's default start:
+    its rows' updates, leases and retries are from before production stopped, or just after."""
+    with open(path, "rb") as f:
+        head = f.read(len(_SQLITE_HEADER))
+    values: list[Any] = []
+    if head == _SQLITE_HEADER:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            tables = [r[0] for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' "
+                "AND name NOT LIKE 'sqlite_%'"
+            )]
+            for table in tables:
+                quoted = '"' + table.replace('"', '""') + '"'
+                for row in conn.execute(f"SELECT * FROM {quoted} LIMIT {_SCAN_LIMIT}"):
+                    values += row
+                    if len(values) > _SCAN_LIMIT:
+                        break
+        except sqlite3.Error:
+            return []
+        finally:
+            conn.close()
+    else:
+        import json
+
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines()[:_SCAN_LIMIT]:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, Mapping):
+                values += list(record.values())
+    return [t for t in map(_as_time, values[:_SCAN_LIMIT]) if t is not None]
+
+
+def _as_time(value: Any) -> float | None:
+    low, high = _PLAUSIBLE
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value) if low <= value <= high else None
+    if isinstance(value, str) and 10 <= len(value) <= 40 and value[:4].isdigit():
+        try:
+            parsed = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=_dt.timezone.utc)
+        return parsed.timestamp() if low <= parsed.timestamp() <= high else None
+    return None
+
+
 def _sqlite_copy(source: Path, target: Path) -> None:
     src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
     try:
@@ -274,17 +337,25 @@ def _task_of(
         if obj.names & {str(v) for v in stored if v}:
             return row.task_id  # the row's, a message's or not (the incident's history)
     tasks = list(dict.fromkeys(str(m["task_id"]) for m in messages))
-    values = _strings(obj.body.get("metadata"))
+    values = _tags(obj.body)
     for task in tasks:
         if task in values:
             return task
     return tasks[0] if len(tasks) == 1 else None
 
 
-def _strings(metadata: Any) -> set[str]:
-    if not isinstance(metadata, Mapping):
-        return set()
-    return {str(v) for v in metadata.values() if isinstance(v, (str, int))}
+def _tags(body: Mapping[str, Any]) -> set[str]:
+    """What an object carries to name its work: Stripe's ``metadata`` values, SendGrid's
+    ``unique_args`` (custom args) values, a GitHub issue's labels."""
+    found: set[str] = set()
+    for field in ("metadata", "unique_args"):
+        values = body.get(field)
+        if isinstance(values, Mapping):
+            found |= {str(v) for v in values.values() if isinstance(v, (str, int))}
+    labels = body.get("labels")
+    if isinstance(labels, list):
+        found |= {str(v) for v in labels if isinstance(v, str)}
+    return found
 
 
 def _maker(task: str | None, world: World) -> tuple[str, Authority]:

@@ -13,7 +13,7 @@ import pytest
 
 from fake_providers import Exported
 from pytest_crashpoints import Authority, Incident, ProviderSpec, State
-from pytest_crashpoints._harness.incident import _task_of, place_ledger
+from pytest_crashpoints._harness.incident import _task_of, ledger_times, place_ledger
 from pytest_crashpoints._ledger.records import Attempt
 from pytest_crashpoints.errors import CrashpointsError
 from pytest_crashpoints.harness import Scenario
@@ -123,3 +123,23 @@ def test_an_export_for_a_provider_the_test_does_not_run_is_refused(tmp_path: Pat
             providers=(ProviderSpec("email"),), authorities={"t": authority},
             incident=Incident(exports={"payments": charges}),
         )
+
+
+def test_the_times_a_ledger_holds_are_its_unix_seconds_and_iso_text(tmp_path: Path) -> None:
+    db = tmp_path / "jobs.db"
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("CREATE TABLE jobs (id TEXT, lease_until REAL, seen TEXT, tries INTEGER)")
+        conn.execute("INSERT INTO jobs VALUES ('j1', 1796047800.5, '2026-11-30T14:20:00Z', 3)")
+        conn.execute("INSERT INTO jobs VALUES ('1796047999', NULL, 'not a time', 1)")
+    assert sorted(ledger_times(db)) == [1796047800.5, 1796048400.0]
+    lines = tmp_path / "ledger.jsonl"
+    lines.write_text('{"id": "a", "at": "2026-11-30T14:05:00+00:00"}\nnot json\n'
+                     '{"id": "b", "at": 1796047600}\n')
+    assert sorted(ledger_times(lines)) == [1796047500.0, 1796047600.0]
+
+
+def test_an_object_names_its_task_by_sendgrid_custom_args_or_github_labels() -> None:
+    mail = Exported("message", "m1", "mail.send", {"unique_args": {"job": "ren-12"}})
+    issue = Exported("issue", "o/r#3", "issues.create", {"labels": ["bug", "ren-11"]})
+    assert _task_of(mail, [], MESSAGES) == "ren-12"
+    assert _task_of(issue, [], MESSAGES) == "ren-11"
