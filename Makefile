@@ -13,7 +13,7 @@ $(BIN)/python:
 # Reinstalled when the metadata changes: pyproject.toml, and the description it names.
 $(STAMP): $(BIN)/python pyproject.toml README.pypi.md
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,agents]'
+	$(BIN)/python -m pip install --quiet -e '.[agents]' --group dev
 	touch $(STAMP)
 
 lint: $(STAMP)

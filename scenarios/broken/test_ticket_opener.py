@@ -12,7 +12,7 @@ opens one issue, these runs two. The fixed responder passes (``../test_ticket_op
 
 import pytest
 
-pytest.importorskip("github", reason="PyGithub is a dev dependency: pip install -e .[dev]")
+pytest.importorskip("github", reason="PyGithub is a dev dependency: pip install --group dev")
 
 from scenarios.test_ticket_opener import INCIDENT, incidents, responder
 
