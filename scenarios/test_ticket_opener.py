@@ -8,7 +8,9 @@ import pytest
 
 from pytest_crashpoints import SQLiteLedgerView, State
 
-github = pytest.importorskip("github", reason="PyGithub is a dev dependency: pip install --group dev")
+github = pytest.importorskip(
+    "github", reason="PyGithub is a dev dependency: pip install --group dev"
+)
 
 from scenarios import ticket_opener  # noqa: E402
 

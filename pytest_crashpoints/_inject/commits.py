@@ -60,6 +60,7 @@ import re
 import sqlite3
 import sys
 import urllib.parse
+import warnings
 from collections.abc import Callable, Collection, Iterable, Iterator
 from types import TracebackType
 from typing import Any, Literal, TypeVar
@@ -391,12 +392,36 @@ def _is_excluded(path: str) -> bool:
     return any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in _excluded)
 
 
-_FACTORY_ARG = 4  # sqlite3.connect(database, timeout, detect_types, isolation_level,
-_URI_ARG = 6  # check_same_thread, factory, cached_statements, uri)
+# sqlite3.connect's parameters after the database, in their positional order.
+_PARAMETERS = ("timeout", "detect_types", "isolation_level", "check_same_thread", "factory",
+               "cached_statements", "uri")
+_FACTORY_ARG = _PARAMETERS.index("factory")
+_URI_ARG = _PARAMETERS.index("uri")
+# Python 3.13 deprecates passing them positionally; sqlite3.connect warns with this text.
+_POSITIONAL_DEPRECATED = sys.version_info >= (3, 13)
+_POSITIONAL_WARNING = (
+    "Passing more than 1 positional argument to sqlite3.connect() is deprecated. Parameters "
+    "'timeout', 'detect_types', 'isolation_level', 'check_same_thread', 'factory', "
+    "'cached_statements' and 'uri' will become keyword-only parameters in Python 3.15."
+)
+
+
+def _by_name(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """``args`` (after the database) and ``kwargs`` as keyword arguments only; None when they
+    cannot be (too many, or one given both ways), for sqlite3.connect to raise its TypeError."""
+    if len(args) > len(_PARAMETERS):
+        return None
+    named = dict(zip(_PARAMETERS[: len(args)], args, strict=True))
+    return None if named.keys() & kwargs.keys() else {**named, **kwargs}
 
 
 def _connect_with(original: Callable[..., sqlite3.Connection]) -> Callable[..., Any]:
     def connect(database: Any, *args: Any, **kwargs: Any) -> sqlite3.Connection:
+        if args and _POSITIONAL_DEPRECATED and (named := _by_name(args, kwargs)) is not None:
+            # Warned at the caller's line, as sqlite3.connect itself warns; passed on by name,
+            # so the connection class does not warn again from here.
+            warnings.warn(_POSITIONAL_WARNING, DeprecationWarning, stacklevel=2)
+            args, kwargs = (), named
         uri = kwargs.get("uri", args[_URI_ARG] if len(args) > _URI_ARG else False)
         path = _file_of(database, bool(uri))
         if path is None or _is_excluded(path):

@@ -6,6 +6,7 @@ cannot be modelled (the file could be corrupt) and is refused with the reason.""
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,7 @@ def scenario(journal: str, synchronous: str) -> Scenario:
 
 
 def rows_after(result: Any) -> list[int]:
-    with sqlite3.connect(Path(result.run_dir) / "app.db") as conn:
+    with closing(sqlite3.connect(Path(result.run_dir) / "app.db")) as conn:
         return [r[0] for r in conn.execute("SELECT n FROM t ORDER BY rowid")]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import ClassVar
@@ -331,7 +332,12 @@ def user_factories(path: str) -> tuple[str, int, list[str]]:
         return sqlite3.Connection(*args, **kwargs)  # type: ignore[arg-type]
 
     # A factory function (here in its positional place): that connection is left alone.
-    unhooked = sqlite3.connect(path, 5.0, 0, "DEFERRED", True, plain)  # type: ignore[call-overload]
+    # Python 3.13 deprecates that place: the warning points at this line, as without hooks.
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        unhooked = sqlite3.connect(path, 5.0, 0, "DEFERRED", True, plain)  # type: ignore[call-overload]
+    deprecated = [(DeprecationWarning, __file__)] if sys.version_info >= (3, 13) else []
+    assert [(w.category, w.filename) for w in said] == deprecated, [str(w) for w in said]
     unhooked.execute("INSERT INTO t VALUES (2)")
     unhooked.commit()
     logged = sqlite3.connect(path, factory=Logged)

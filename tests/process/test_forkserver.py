@@ -268,7 +268,8 @@ def test_the_run_dir_copy_leaves_the_harness_connections_their_locks(tmp_path: P
             assert isinstance(run_worker(write_intent, args=(path, key)), Completed)
             seen.append(key)
             assert [a.idempotency_key for a in mine.attempts()] == seen
-    assert [a.idempotency_key for a in Ledger(copy.ledger_path).attempts()] == ["k1"]
+    with Ledger(copy.ledger_path) as copied:
+        assert [a.idempotency_key for a in copied.attempts()] == ["k1"]
     assert not (run / "copy" / "copy").exists()
     mine.close()
 

@@ -31,7 +31,8 @@ def test_two_processes_inserting_the_same_key_make_exactly_one_attempt(tmp_path:
     for round_ in range(8):
         # Half the rounds race on creating the file too.
         if round_ % 2:
-            Ledger(path).attempts()
+            with Ledger(path) as made:
+                made.attempts()
         else:
             Path(path).unlink(missing_ok=True)
             for suffix in ("-wal", "-shm"):

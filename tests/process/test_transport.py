@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import httpx
@@ -19,7 +20,7 @@ def provider(journal: Path) -> httpx.MockTransport:
     """A stand-in provider: applies every request by committing it to a SQLite journal."""
 
     def handle(request: httpx.Request) -> httpx.Response:
-        with sqlite3.connect(journal) as db:
+        with closing(sqlite3.connect(journal)) as db, db:
             db.execute("CREATE TABLE IF NOT EXISTS effects (key TEXT, body TEXT)")
             db.execute(
                 "INSERT INTO effects VALUES (?, ?)",
@@ -31,7 +32,7 @@ def provider(journal: Path) -> httpx.MockTransport:
 
 
 def effects(journal: Path) -> list[tuple[str, str]]:
-    with sqlite3.connect(journal) as db:
+    with closing(sqlite3.connect(journal)) as db:
         return db.execute("SELECT key, body FROM effects").fetchall()
 
 

@@ -12,6 +12,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing
 from pathlib import Path
 from typing import BinaryIO
 
@@ -266,7 +267,7 @@ def call_then_commit(server: Address, url: str, database: str) -> None:
     install_wire_hooks([server])
     install_commit_hooks()
     (body,) = with_requests(url, [("POST", "/v1/charges")])
-    with sqlite3.connect(database) as db:
+    with closing(sqlite3.connect(database)) as db, db:
         db.execute("CREATE TABLE IF NOT EXISTS outcomes (body TEXT)")  # commits by itself
         db.execute("INSERT INTO outcomes VALUES (?)", (body.decode(),))
 
@@ -280,7 +281,7 @@ def test_a_kill_at_c_comes_at_the_next_commit(server: PreambleServer, tmp_path: 
     )
     assert isinstance(outcome, Killed), outcome
     assert (outcome.point, outcome.fired_at) == ("C", "db.commit")
-    with sqlite3.connect(database) as db:
+    with closing(sqlite3.connect(database)) as db:
         assert db.execute("SELECT name FROM sqlite_master").fetchall() == []
 
 
@@ -397,7 +398,7 @@ def commit_then_call(
     install_commit_hooks()
     for n, step in enumerate(steps):
         if step == "commit":
-            with sqlite3.connect(database) as db:
+            with closing(sqlite3.connect(database)) as db, db:
                 db.execute("INSERT INTO intents VALUES (?)", (n,))
         elif step == "A":
             crashpoint("A", tool="send_email")
@@ -415,7 +416,8 @@ def run_steps(
     server: PreambleServer, tmp_path: Path, *steps: str, faults: Sequence[Fault] = ()
 ) -> Outcome:
     database = tmp_path / "agent.sqlite3"
-    with sqlite3.connect(database) as db:  # made here: a commit in the worker would count
+    # Made here: a commit in the worker would count.
+    with closing(sqlite3.connect(database)) as db, db:
         db.execute("CREATE TABLE IF NOT EXISTS intents (n INTEGER)")
     return run_worker(
         commit_then_call,
@@ -492,7 +494,7 @@ def send_raw(server: Address, database: str, how: str) -> bytes:
     """A commit, then a POST written to a raw socket in one of the ways a client may."""
     install_wire_hooks([server])
     install_commit_hooks()
-    with sqlite3.connect(database) as db:
+    with closing(sqlite3.connect(database)) as db, db:
         db.execute("INSERT INTO intents VALUES (1)")
     with socket.create_connection(server, timeout=10) as sock:
         if how == "sendall":
@@ -515,7 +517,7 @@ def test_automatic_a_comes_before_the_first_byte_however_it_is_sent(
     server: PreambleServer, tmp_path: Path, how: str
 ) -> None:
     database = tmp_path / "agent.sqlite3"
-    with sqlite3.connect(database) as db:
+    with closing(sqlite3.connect(database)) as db, db:
         db.execute("CREATE TABLE intents (n INTEGER)")
     args = (server.address, str(database), how)
     killed = run_worker(send_raw, args=args, faults=[Fault("A", Kill())])

@@ -31,8 +31,10 @@ KEY = ApiKey("sk_mcp", "tenant-a", frozenset({"tools:write"}))
 
 
 @pytest.fixture
-def provider(tmp_path: Path) -> McpProvider:
-    return SERVER.provider(tmp_path / "tools.db", keys=[KEY])
+def provider(tmp_path: Path) -> Iterator[McpProvider]:
+    provider = SERVER.provider(tmp_path / "tools.db", keys=[KEY])
+    yield provider
+    provider.close()
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -287,7 +288,7 @@ def test_states_of_a_column_of_integers_map_by_their_value(tmp_path: Path) -> No
     named in the error)."""
 
     db = tmp_path / "orders.db"
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:
         conn.execute("CREATE TABLE outbox (id TEXT, sent INTEGER)")
         conn.executemany("INSERT INTO outbox VALUES (?, ?)", [("a", 0), ("b", 1), ("c", 2)])
     for states in ({0: State.DISPATCHED, 1: State.OUTCOME_CONFIRMED},
