@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import NOT_OURS
+
 SUITE = """
 import pytest
 from pytest_crashpoints import reference_recovery, reference_worker
@@ -45,7 +47,7 @@ def on_a_terminal(folder: Path, *args: str, width: int = 120) -> str:
     main, child = pty.openpty()
     fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, width, 0, 0))
     env = {**os.environ, "TERM": "xterm", "COLUMNS": str(width)}
-    env.pop("PYTEST_ADDOPTS", None)
+    env["PYTEST_ADDOPTS"] = NOT_OURS  # none of the options of the pytest running this
     process = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-p", "crashpoints", "-p", "no:randomly",
          "-p", "no:cacheprovider", *args],
