@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..errors import CrashpointsError
 
 if TYPE_CHECKING:
-    from fake_providers import Exported, Provider
+    from fake_providers import ApiKey, Exported, Provider
 
     from .._ledger.authority import Authority
     from .._ledger.records import Attempt
@@ -379,7 +379,7 @@ def _maker(task: str | None, world: World) -> tuple[str, Authority]:
     return PRODUCTION, scenario.authorities[first]
 
 
-def _key(process: str, authority: Authority) -> Any:
+def _key(process: str, authority: Authority) -> ApiKey:
     from fake_providers import ApiKey
 
     from .context import authority_fingerprint, key_secret

@@ -279,6 +279,31 @@ def test_2_a_row_that_never_learned_what_happened_may_stand_for_the_effect() -> 
     assert {v.invariant for v in fired(confirmed)} == {2, 3}
 
 
+def test_2_a_row_in_review_whose_key_names_no_request_may_stand_for_its_tasks_effect() -> None:
+    """An incident's object, made before the harness saw anything: the row parked for review
+    kept a key the provider never received. Only review, only for its own task, and only
+    while its key names no request at all."""
+    made_elsewhere = request(operation_key=None, object_id="msg-prod", aliases=("msg-prod",))
+    lost_key = attempt(state=State.MANUAL_REVIEW, idempotency_key="key-never-sent",
+                       provider_request_id=None, result_ref=None)
+    assert fired(evidence(attempts=(lost_key,), requests=(made_elsewhere,))) == []
+
+    def unrecorded(row: Attempt, *requests: ProviderRequest) -> list[str]:
+        return [v.message for v in fired(evidence(attempts=(row,), requests=requests))
+                if "no attempt in the ledger records it" in v.message]
+
+    # Failed is no "a person looks": the effect the row never names is reported.
+    failed = dataclasses.replace(lost_key, state=State.FAILED)
+    assert len(unrecorded(failed, made_elsewhere)) == 1
+    # A row whose key names a request learned what it sent: another effect is not its.
+    sent = request(request_id="r-2", operation_key="key-never-sent", effect_applied=False,
+                   status=500)
+    assert len(unrecorded(lost_key, made_elsewhere, sent)) == 1
+    # Another task's row stands for nothing of this one.
+    other = dataclasses.replace(lost_key, task_id="t-2")
+    assert len(unrecorded(other, made_elsewhere)) == 1
+
+
 def test_2_a_silently_dropped_message() -> None:
     ev = evidence(attempts=(), requests=(), observations=())
     [v] = fired(ev)
