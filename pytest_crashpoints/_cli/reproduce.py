@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._plugin.results import write_text
 from ..errors import CrashpointsError
 
 __all__ = ["Reproduction", "reproduce"]
@@ -63,7 +64,7 @@ def reproduce(
     except CrashpointsError as exc:
         print(f"crashpoints reproduce: error: {exc}", file=sys.stderr)
         return USAGE
-    _write(spec.output, source)
+    write_text(spec.output, source)  # whole or not at all, with the umask's mode
     print(f"crashpoints reproduce: wrote {spec.output}")
     if not run:
         return 0
@@ -298,21 +299,6 @@ def _relative(path: Path, here: Path) -> str:
 def _identifier(text: str) -> str:
     name = re.sub(r"\W+", "_", text).strip("_").lower()
     return name if name.isidentifier() else f"test_{name}"
-
-
-def _write(path: Path, source: str) -> None:
-    """``source`` at ``path``, whole or not at all."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.resolve().parent)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)  # as open() would make it, not mkstemp's 0600
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(source)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def read_messages(given: Sequence[str], files: Sequence[str]) -> list[Any]:
