@@ -205,7 +205,7 @@ class CopiedReplay:
         self._runs = 0
 
     def prepare(self, run: CaseRun, unacked: Sequence[int]) -> None:
-        self._runs = run._runs
+        self._runs = run.processes
         if needs_recovery(run) or unacked:
             self._copy = snapshot(run, run.env.path / "killed-recovery")
 

@@ -46,12 +46,11 @@ from .case import CaseResult, Ending, conclude, verdict
 from .context import CaseEnv, Context
 from .crashstates import Blobs, DurableState, RunDirReader, restore
 from .evidence import ExpectedEffect
-from .history import History
 from .quiet import needs_recovery, quiet, replay_error
 from .rundir import RunDir
 from .scenario import Scenario
 from .schedule import RECOVERY_POINTS, Deliver, KillAt, Schedule, Step
-from .steps import CaseRun, _deliver_entry, _recover_entry, fork_server_for
+from .steps import CaseRun, deliver_entry, fork_server_for, recover_entry
 from .world import World
 
 if TYPE_CHECKING:
@@ -71,27 +70,6 @@ def states_supported() -> bool:
 #: schedules start from (after a delivery; the fault-free run's recordings), and only names
 #: the others: a large agent's files must not fill the harness's memory.
 KEEP_BUDGET = 256 * 1024 * 1024
-
-#: The attributes of a ``CaseRun`` that are its world, not its record.
-_SHARED = frozenset({"world", "scenario", "env", "clock", "stand_in"})
-
-
-def _memento(run: CaseRun) -> dict[str, Any]:
-    return {name: _copied(value) for name, value in vars(run).items() if name not in _SHARED}
-
-
-def _copied(value: Any) -> Any:
-    # The record's items are immutable (frozen entries, observations, outcomes): copying the
-    # containers is enough.
-    if isinstance(value, History):
-        return History(list(value.entries))
-    if isinstance(value, list):
-        return list(value)
-    if isinstance(value, dict):
-        return dict(value)
-    if isinstance(value, set):
-        return set(value)
-    return value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,13 +153,11 @@ class _Continuation:
     schedule that reached the same state."""
 
     ending: Ending
-    entries: tuple[Any, ...]
-    observations: tuple[Any, ...]
-    incidents: tuple[Any, ...]
-    kills: tuple[str, ...]
-    errors: tuple[str, ...]
+    #: What each growing part of the record gained (``CaseRun.grown_since``).
+    grown: dict[str, tuple[Any, ...]]
     hits: dict[str, int]
-    attributes: dict[str, Any]
+    #: The rest of the record as the phase left it (``CaseRun.state``).
+    state: dict[str, Any]
 
 
 class StatesEngine:
@@ -256,7 +232,7 @@ class StatesEngine:
     def _keep(self, key: tuple[Step, ...], run: CaseRun) -> _Node:
         node = self.nodes.get(key)
         if node is None:
-            node = _Node(self._capture(run), _memento(run))
+            node = _Node(self._capture(run), run.memento())
             self.nodes[key] = node
         return node
 
@@ -290,9 +266,7 @@ class StatesEngine:
 
     def _resume(self, node: _Node, schedule: Schedule) -> CaseRun:
         self._put_back(node.state)
-        run = CaseRun(self.world, fresh=False)
-        for name, value in node.memento.items():
-            setattr(run, name, _copied(value))
+        run = CaseRun.resume(self.world, node.memento)
         run.fault_free = not schedule.faults
         return run
 
@@ -313,7 +287,7 @@ class StatesEngine:
         ) -> Outcome:
             run.stand_in = None
             if fn is not only or kill is not None:
-                return run._run(fn, args, kill)
+                return run.run_process(fn, args, kill)
 
             def on_stop(point: str, n: int, trace_length: int, deferred: bool) -> None:
                 # What the stopped process sent is answered first, as after a kill there.
@@ -401,7 +375,7 @@ class StatesEngine:
         at every fail point call; keep the node it ends in."""
         recording = _Recording([], every_call=True)
         step = Deliver(message)
-        self._recorder(run, recording, [Fault(EVERY_POINT, Stop(), hit=None)], _deliver_entry)
+        self._recorder(run, recording, [Fault(EVERY_POINT, Stop(), hit=None)], deliver_entry)
         run.clock.advance(1.0)
         try:
             run.execute(step)
@@ -422,11 +396,11 @@ class StatesEngine:
         key = (
             state.digest,
             run.step,
-            run._runs,
+            run.processes,
             tuple(run.unacked),
             tuple(sorted(run.deliveries.items())),
             tuple(run.errors),
-            run._raised,
+            run.raised,
             run.fault_free,
         )
         continuation = self.continuations.get(key)
@@ -440,40 +414,15 @@ class StatesEngine:
         return verdict(run, schedule, expected, continuation.ending)
 
     def _continue(self, run: CaseRun) -> _Continuation:
-        before = (
-            len(run.history.entries),
-            len(run.observations),
-            len(run.incidents),
-            len(run.kills),
-            len(run.errors),
-        )
+        tally = run.tally()
         hits, run.hits = run.hits, {}
         try:
             ending = conclude(run, _StoppedReplay(self))
         finally:
             cont_hits, run.hits = run.hits, hits
             _merge_hits(run.hits, cont_hits)
-        entries, observations, incidents, kills, errors = before
         return _Continuation(
-            ending=ending,
-            entries=tuple(run.history.entries[entries:]),
-            observations=tuple(run.observations[observations:]),
-            incidents=tuple(run.incidents[incidents:]),
-            kills=tuple(run.kills[kills:]),
-            errors=tuple(run.errors[errors:]),
-            hits=cont_hits,
-            attributes={
-                "step": run.step,
-                "unacked": dict(run.unacked),
-                "deliveries": dict(run.deliveries),
-                "first_quiet_points": run.first_quiet_points,
-                "_runs": run._runs,
-                "_raised": run._raised,
-                "delivery_hits": dict(run.delivery_hits),
-                "delivery_own_a": dict(run.delivery_own_a),
-                "delivery_between": dict(run.delivery_between),
-                "delivery_lossy": dict(run.delivery_lossy),
-            },
+            ending=ending, grown=run.grown_since(tally), hits=cont_hits, state=run.state()
         )
 
 
@@ -484,14 +433,8 @@ def _merge_hits(into: dict[str, int], hits: dict[str, int]) -> None:
 
 def _extend(run: CaseRun, continuation: _Continuation) -> None:
     """Give ``run`` what the quiet phase added to the record of the schedule that ran it."""
-    run.history.entries.extend(continuation.entries)
-    run.observations.extend(continuation.observations)
-    run.incidents.extend(continuation.incidents)
-    run.kills.extend(continuation.kills)
-    run.errors.extend(continuation.errors)
+    run.extend(continuation.grown, continuation.state)
     _merge_hits(run.hits, continuation.hits)
-    for name, value in continuation.attributes.items():
-        setattr(run, name, _copied(value))
 
 
 class _StoppedReplay:
@@ -506,11 +449,11 @@ class _StoppedReplay:
         self.runs = 0
 
     def prepare(self, run: CaseRun, unacked: Sequence[int]) -> None:
-        self.runs = run._runs
+        self.runs = run.processes
         self.needed = bool(needs_recovery(run) or unacked)
         if self.needed and run.scenario.recover is not None:
             faults = [Fault(point, Stop(), hit=1) for point in RECOVERY_POINTS]
-            self.engine._recorder(run, self.recording, faults, _recover_entry)
+            self.engine._recorder(run, self.recording, faults, recover_entry)
 
     def diff(
         self, run: CaseRun, unacked: Sequence[int], final: list[str]
@@ -535,7 +478,7 @@ class _StoppedReplay:
         engine._put_back(stop.state)
         copy = CaseRun(engine.world, fresh=False)
         copy.step = run.step
-        copy._runs = self.runs
+        copy.processes = self.runs
         copy.unacked = dict.fromkeys(unacked)
         StatesEngine._standing(copy, outcome)
         try:

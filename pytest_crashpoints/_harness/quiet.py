@@ -135,7 +135,7 @@ def killed_recovery_diff(
     copy = CaseRun(world, fresh=False)
     try:
         copy.step = run.step
-        copy._runs = runs
+        copy.processes = runs
         copy.unacked = dict.fromkeys(unacked)
         world.lift_faults()
         copy.clock.advance(QUIET_STEP)

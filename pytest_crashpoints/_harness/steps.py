@@ -12,10 +12,24 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Iterator, Sequence
+import os
+import socket
+import sqlite3
+import urllib.parse
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import CrashpointsError
+from .._inject.commits import install_commit_hooks
+from .._inject.failpoints import Fault, Kill, Pause, Raise, crashpoint
+from .._inject.wire import install_wire_hooks
+from .._process.calling import call_to_completion
+from .._process.clock import prime_wall_time_pins
+from .._process.delivery import deliver_concurrently
+from .._process.forkserver import serving
+from .._process.interleaving import run_interleaved
+from .._process.outcome import Completed, Killed, Raised, TimedOut
+from .._process.worker import start_worker
+from ..errors import CrashpointsError, WorkerNotPaused
 from .agentfiles import (
     Backup,
     agent_files,
@@ -24,7 +38,7 @@ from .agentfiles import (
     lose_unsynced_file,
     synced_sizes,
 )
-from .bridge import command_output
+from .bridge import CommandWorker, command_output
 from .context import CaseEnv, Context
 from .evidence import Incident, Observation
 from .history import History
@@ -55,7 +69,7 @@ if TYPE_CHECKING:
 
     StandIn = Callable[[Callable[..., object], Sequence[object], KillAt | None], Outcome]
 
-__all__ = ["INCONCLUSIVE", "CaseRun", "fork_server_for"]
+__all__ = ["INCONCLUSIVE", "CaseRun", "deliver_entry", "fork_server_for", "recover_entry"]
 
 #: What a worker or recovery process raised when the harness was used in a way that keeps
 #: the code under test from running: reported as a harness error, never redelivered.
@@ -75,11 +89,6 @@ def _enter(env: CaseEnv, worker_id: str, task_id: str | None) -> Context:
     """Set up a worker or recovery process of a case: its context, its environment (the
     providers' URLs and this process's keys, for any SDK), and the automatic crash points
     (at its SQLite commits, and at the wire of its requests to the case's servers)."""
-    import os
-    import urllib.parse
-
-    from .._inject.commits import install_commit_hooks
-    from .._inject.wire import install_wire_hooks
 
     ctx = Context(env, worker_id, task_id=task_id)
     if env.urls:
@@ -96,9 +105,8 @@ def _enter(env: CaseEnv, worker_id: str, task_id: str | None) -> Context:
     return ctx
 
 
-def _deliver_entry(worker: WorkerFn, env: CaseEnv, worker_id: str, message: Any) -> object:
-    from .._process.calling import call_to_completion
-
+def deliver_entry(worker: WorkerFn, env: CaseEnv, worker_id: str, message: Any) -> object:
+    """What a worker process of the case runs: ``worker(message, ctx)`` to completion."""
     ctx = _enter(env, worker_id, str(message["task_id"]))
     try:
         return call_to_completion(worker, (message, ctx), {}, role="worker")
@@ -106,9 +114,8 @@ def _deliver_entry(worker: WorkerFn, env: CaseEnv, worker_id: str, message: Any)
         ctx.close()
 
 
-def _recover_entry(recovery: Recovery, env: CaseEnv, worker_id: str) -> object:
-    from .._process.calling import call_to_completion
-
+def recover_entry(recovery: Recovery, env: CaseEnv, worker_id: str) -> object:
+    """What a recovery process of the case runs: ``recovery(ctx)`` to completion."""
     ctx = _enter(env, worker_id, None)
     try:
         return call_to_completion(recovery, (ctx,), {}, role="recovery")
@@ -121,10 +128,22 @@ RACE_START = "recovery.starts"
 
 
 def _race_entry(recovery: Recovery, env: CaseEnv, worker_id: str) -> object:
-    from .._inject.failpoints import crashpoint
-
     crashpoint(RACE_START)
-    return _recover_entry(recovery, env, worker_id)
+    return recover_entry(recovery, env, worker_id)
+
+
+def _copied(value: Any) -> Any:
+    # The record's items are immutable (frozen entries, observations, outcomes): copying the
+    # containers is enough.
+    if isinstance(value, History):
+        return History(list(value.entries))
+    if isinstance(value, list):
+        return list(value)
+    if isinstance(value, dict):
+        return dict(value)
+    if isinstance(value, set):
+        return set(value)
+    return value
 
 
 class CaseRun:
@@ -160,21 +179,72 @@ class CaseRun:
         #: A case with nothing injected: an exception in the worker or recovery is an error
         #: (it fails the test), not an outcome to recover from.
         self.fault_free = False
-        self._raised = False
-        self._runs = 0
-        #: The states engine's hook (``engine.py``): when set, every process a step would run
-        #: goes through it instead, ``stand_in(fn, args, kill) -> Outcome``.
+        #: Whether a process raised in the fault-free run (the first one is the error).
+        self.raised = False
+        #: How many processes the case has started: the next one's name is one more.
+        self.processes = 0
+        #: The states engine's hook: when set, every process a step would run goes through
+        #: it instead, ``stand_in(fn, args, kill) -> Outcome``.
         self.stand_in: StandIn | None = None
         if fresh:
             self.history.add(0, self.clock.now(), "setup", world.describe())
+
+    # -- the record, as an engine keeps and resumes it --------------------------------------
+
+    #: The attributes that are the case's world, not its record.
+    _WORLD = frozenset({"world", "scenario", "env", "clock", "stand_in"})
+    #: The parts of the record that only grow: what a later phase adds is appended to them.
+    GROWING = ("history", "observations", "incidents", "kills", "errors")
+
+    def memento(self) -> dict[str, Any]:
+        """The record so far, copied: with the durable files of the same moment, all an
+        engine needs to resume the case from here (:meth:`resume`)."""
+        return {name: _copied(v) for name, v in vars(self).items() if name not in self._WORLD}
+
+    @classmethod
+    def resume(cls, world: World, memento: Mapping[str, Any]) -> CaseRun:
+        """A run of ``world`` whose record is ``memento`` (its files already put back)."""
+        run = cls(world, fresh=False)
+        for name, value in memento.items():
+            setattr(run, name, _copied(value))
+        return run
+
+    def _growing(self, name: str) -> list[Any]:
+        part = getattr(self, name)
+        return part.entries if isinstance(part, History) else part
+
+    def tally(self) -> tuple[int, ...]:
+        """How long each growing part of the record is: where :meth:`grown_since` starts."""
+        return tuple(len(self._growing(name)) for name in self.GROWING)
+
+    def grown_since(self, tally: Sequence[int]) -> dict[str, tuple[Any, ...]]:
+        """What each growing part of the record gained since ``tally``."""
+        return {
+            name: tuple(self._growing(name)[start:])
+            for name, start in zip(self.GROWING, tally, strict=True)
+        }
+
+    def extend(self, grown: Mapping[str, Sequence[Any]], state: Mapping[str, Any]) -> None:
+        """Add what a phase added to another run's record (``grown``), and take on the rest
+        of its record (``state``): the run now ends as that one did."""
+        for name, items in grown.items():
+            self._growing(name).extend(items)
+        for name, value in state.items():
+            setattr(self, name, _copied(value))
+
+    def state(self) -> dict[str, Any]:
+        """The record's parts that a phase replaces rather than grows (the hits excepted:
+        an engine merges those)."""
+        skip = {*self.GROWING, "hits"}
+        return {name: value for name, value in self.memento().items() if name not in skip}
 
     # -- running processes ------------------------------------------------------------------
 
     def _worker_id(self, role: str) -> str:
         """The name of the next process of the case; from now until it is recorded as
         ended, the providers' servers admit its requests."""
-        self._runs += 1
-        name = f"{role}-{self._runs}"
+        self.processes += 1
+        name = f"{role}-{self.processes}"
         self.world.live.add(name)
         return name
 
@@ -202,13 +272,9 @@ class CaseRun:
                 self.history.add(self.step, now, "note", text)
 
     def _faults(self, kill: KillAt | None) -> list[Any]:
-        from .._inject.failpoints import Fault, Kill
-
         return [] if kill is None else [Fault(kill.point, Kill(), hit=kill.hit)]
 
     def _record(self, who: str, outcome: Outcome, kill: KillAt | None = None) -> None:
-        from .._process.outcome import Completed, Killed, Raised, TimedOut
-
         self._settle(who)
         now = self.clock.now()
         for hit in getattr(outcome, "hits", ()):
@@ -245,8 +311,8 @@ class CaseRun:
         elif isinstance(outcome, Raised):
             text = f"{who} raised {outcome.exc_type}: {outcome.message}"
             self.history.add(self.step, now, "raised", text, process=who)
-            if self.fault_free and outcome.injected_at is None and not self._raised:
-                self._raised = True  # the first is the story; later ones are in the timeline
+            if self.fault_free and outcome.injected_at is None and not self.raised:
+                self.raised = True  # the first is the story; later ones are in the timeline
                 self.errors.append(
                     f"{text} in the fault-free run, where nothing was injected; a crash test "
                     f"needs a worker and recovery that succeed then.\n{outcome.traceback}"
@@ -286,7 +352,7 @@ class CaseRun:
         for line in command_output(self.env, who):  # a command's last words, if any
             self.history.add(self.step, now, "output", line, process=who)
 
-    def _run(
+    def run_process(
         self,
         fn: Callable[..., object],
         args: Sequence[object],
@@ -301,7 +367,6 @@ class CaseRun:
         self, fn: Callable[..., object], args: Sequence[object], faults: Sequence[Any]
     ) -> Worker:
         """Start one process of the case (a worker or a recovery run) armed with ``faults``."""
-        from .._process.worker import start_worker
 
         return start_worker(
             fn,
@@ -313,8 +378,6 @@ class CaseRun:
         )
 
     def _acknowledge(self, index: int, outcomes: Sequence[Outcome]) -> None:
-        from .._process.outcome import Completed
-
         if any(isinstance(outcome, Completed) for outcome in outcomes):
             self.unacked.pop(index, None)
         else:
@@ -343,14 +406,10 @@ class CaseRun:
         self.deliveries[who] = index
         more = []
         if fail_commit is not None:
-            import sqlite3
-
-            from .._inject.failpoints import Fault, Raise
-
             error = sqlite3.OperationalError(COMMIT_ERRORS[fail_commit.variant])
             more.append(Fault("db.commit", Raise(error), hit=fail_commit.hit))
-        outcome = self._run(
-            _deliver_entry, (self.scenario.worker, self.env, who, message), kill, more
+        outcome = self.run_process(
+            deliver_entry, (self.scenario.worker, self.env, who, message), kill, more
         )
         if fail_commit is not None:
             failed = any(
@@ -358,7 +417,8 @@ class CaseRun:
                 for hit in getattr(outcome, "hits", ())
             )
             said = (
-                f"{who}: {fail_commit}" if failed
+                f"{who}: {fail_commit}"
+                if failed
                 else f"{who} ended before its {fail_commit.hit} commit(s): none failed"
             )
             self.history.add(self.step, self.clock.now(), "fault", said, process=who)
@@ -413,14 +473,12 @@ class CaseRun:
 
     def _python_worker(self) -> bool:
         """Whether the worker runs Python in its process (its syncs are seen)."""
-        from .bridge import CommandWorker
 
         return not isinstance(self.scenario.worker, CommandWorker)
 
     def _restore_backup(self, who: str, index: int, outcome: object, before: Backup) -> None:
         """After a kill: the agent's files put back from the backup taken before this
         delivery (the providers keep everything); said in the timeline."""
-        from .._process.outcome import Killed
 
         if not isinstance(outcome, Killed):
             said = f"no backup restored: {who} ended before its point"
@@ -434,8 +492,11 @@ class CaseRun:
                 f"delivered ({names}); the providers keep what was done since"
             )
             self.incidents.append(
-                Incident(self.clock.now(), f"the agent's files were restored from a backup "
-                         f"taken before message {index} ({names})")
+                Incident(
+                    self.clock.now(),
+                    f"the agent's files were restored from a backup "
+                    f"taken before message {index} ({names})",
+                )
             )
         self.history.add(self.step, self.clock.now(), "power", said, process=who)
 
@@ -443,8 +504,10 @@ class CaseRun:
         """A power loss of the agent's files that are not SQLite's: each keeps what was
         synced or there before the delivery, and the first half of the next record."""
         if not self._python_worker():
-            return ["files other than SQLite's not modelled (the worker is a command: its "
-                    "syncs are not seen)"]
+            return [
+                "files other than SQLite's not modelled (the worker is a command: its "
+                "syncs are not seen)"
+            ]
         synced = synced_sizes(self.env.path)
         out = []
         with self.world.still():
@@ -464,7 +527,6 @@ class CaseRun:
     def _lose_power(self, who: str, outcome: object, before: Backup) -> None:
         """After a kill that is a power loss: each database the worker committed to without
         syncing loses what it did not sync (``powerloss.py``); said in the timeline."""
-        from .._process.outcome import Killed
 
         if not isinstance(outcome, Killed):
             said = f"no power loss: {who} ended before its point"
@@ -480,15 +542,12 @@ class CaseRun:
                     parts.append(f"not modelled on {name} ({reason})")
                     continue
                 for path in sorted(self.env.path.rglob(name)):
-                    if path.is_file() and "journals" not in path.relative_to(
-                        self.env.path
-                    ).parts:
+                    if path.is_file() and "journals" not in path.relative_to(self.env.path).parts:
                         parts.append(str(lose_unsynced(path)))
         parts += self._lose_unsynced_files(before)
         if not parts:
             parts.append(
-                "every database it committed to syncs each commit: nothing more lost than by "
-                "a kill"
+                "every database it committed to syncs each commit: nothing more lost than by a kill"
             )
         said = "; ".join(parts)
         self.history.add(self.step, self.clock.now(), "power", f"power lost: {said}", process=who)
@@ -497,10 +556,6 @@ class CaseRun:
     def deliver_midway(self, index: int, midway: Midway) -> None:
         """Deliver message ``index`` and, while its worker waits at the midway point,
         change its task's authority (E between two tool calls); then let it go on."""
-        from .._inject.failpoints import Fault, Pause
-        from .._process.outcome import Completed
-        from .._process.worker import start_worker
-        from ..errors import WorkerNotPaused
 
         who = self._worker_id("worker")
         message = self.scenario.messages[index]
@@ -517,7 +572,7 @@ class CaseRun:
         self.deliveries[who] = index
         gate = f"midway at {midway.point} #{midway.hit}"
         worker = start_worker(
-            _deliver_entry,
+            deliver_entry,
             args=(self.scenario.worker, self.env, who, message),
             faults=[Fault(midway.point, Pause(gate), hit=midway.hit)],
             timeout=self.scenario.timeout,
@@ -550,9 +605,6 @@ class CaseRun:
     def deliver_concurrently(
         self, index: int, pause_at: str, kill: KillAt | None, pause_hit: int = 1
     ) -> None:
-        from .._process.delivery import deliver_concurrently
-        from ..errors import WorkerNotPaused
-
         first, second = self._worker_id("worker"), self._worker_id("worker")
         message = self.scenario.messages[index]
         self.history.add(
@@ -568,7 +620,7 @@ class CaseRun:
         )
         self.deliveries.update({first: index, second: index})
         handlers = tuple(
-            functools.partial(_deliver_entry, self.scenario.worker, self.env, who)
+            functools.partial(deliver_entry, self.scenario.worker, self.env, who)
             for who in (first, second)
         )
         try:
@@ -584,8 +636,6 @@ class CaseRun:
                 clock=self.clock,
             )
         except WorkerNotPaused as exc:
-            from .._process.outcome import Completed, Killed, Raised
-
             if not isinstance(exc.outcome, Completed | Killed | Raised):
                 text = f"the interleaving could not be forced: {exc}"
                 self.errors.append(text)
@@ -606,16 +656,14 @@ class CaseRun:
                 process=first,
             )
             args = (self.scenario.worker, self.env, second, message)
-            outcome = self._run(_deliver_entry, args, None)
+            outcome = self.run_process(deliver_entry, args, None)
             self._acknowledge(index, [outcome])
             self._record(second, outcome)
             return
         self._acknowledge(index, outcomes)
         self._held = (first, second, pause_at)
         try:
-            for who, outcome, planned in zip(
-                (first, second), outcomes, (kill, None), strict=True
-            ):
+            for who, outcome, planned in zip((first, second), outcomes, (kill, None), strict=True):
                 self._record(who, outcome, planned)
         finally:
             self._held = None
@@ -632,7 +680,7 @@ class CaseRun:
             f"{who} starts" + (f" ({kill})" if kill else ""),
             process=who,
         )
-        outcome = self._run(_recover_entry, (self.scenario.recover, self.env, who), kill)
+        outcome = self.run_process(recover_entry, (self.scenario.recover, self.env, who), kill)
         self._record(who, outcome, kill)
         return outcome
 
@@ -641,9 +689,6 @@ class CaseRun:
         ``pause_at`` while the second runs to its end (then the first goes on with what it
         read before). A first recovery that never reaches ``pause_at`` (its work took it
         elsewhere) only makes the two run one after the other: noted, no error."""
-        from .._process.interleaving import run_interleaved
-        from .._process.outcome import Completed
-        from ..errors import WorkerNotPaused
 
         if self.scenario.recover is None:
             return
@@ -740,8 +785,11 @@ class CaseRun:
             # A message delivered before and not acknowledged (the queue's own redelivery of
             # a dead worker's message) is said so.
             self.deliver(
-                step.message, step.kill, again=step.message in self.unacked,
-                fail_commit=step.fail_commit, power_loss=step.power_loss,
+                step.message,
+                step.kill,
+                again=step.message in self.unacked,
+                fail_commit=step.fail_commit,
+                power_loss=step.power_loss,
                 backup_restore=step.backup_restore,
             )
             if step.duplicate == "after":
@@ -799,16 +847,13 @@ class CaseRun:
 def _prepare_parent() -> None:
     """Import, in the parent, what every worker and recovery process would import, and
     prime the wall-time pin, so that forked children start warm."""
-    import contextlib
     import encodings.idna  # noqa: F401  (socket and httpx encode host names with it)
-    import socket
 
     import fake_providers  # noqa: F401
 
     from .._agent import adapters, recovery, toolcall  # noqa: F401
     from .._inject import commits, transport, wire  # noqa: F401
     from .._ledger import sqlite  # noqa: F401
-    from .._process.clock import prime_wall_time_pins
     from . import authority_store, reference  # noqa: F401
 
     # The resolver loads its name-service modules on first use: once here, not per child.
@@ -823,7 +868,6 @@ def fork_server_for(*scenarios: Scenario | None) -> Iterator[None]:
     ends: each worker then moves an inherited wall-time pin (time-machine's) instead of
     starting one anew. The scenarios' callables and messages are passed to the server by
     reference, so closures work as under a plain fork."""
-    from .._process.forkserver import serving
 
     _prepare_parent()
     forked = [s for s in scenarios if s is not None and s.start_method == "fork"]

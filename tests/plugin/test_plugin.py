@@ -373,7 +373,7 @@ def test_spawn(crashpoints):
         ]
     )
     out = result.stdout.str()
-    assert "_deliver_entry" not in out and "Traceback" not in out
+    assert "deliver_entry" not in out and "Traceback" not in out
 
 
 def test_option_precedence_marker_over_cli_over_env_over_ini(
@@ -630,7 +630,7 @@ def test_raises(crashpoints):
         ]
     )
     # The user's frames, not the harness's.
-    assert "child_main" not in out and "_deliver_entry" not in out
+    assert "child_main" not in out and "deliver_entry" not in out
 
 
 def test_a_timeout_is_an_inconclusive_case_naming_the_slow_process(
