@@ -34,25 +34,35 @@ def processes_per_case(scenario: Any, schedule: Schedule, base: Path) -> int:
     return _forks.forks(lambda: run_case(scenario, schedule, base_dir=base))
 
 
-def _measure(scenario: Any, schedule: Schedule, base: Path, reps: int) -> dict[str, Any]:
-    cases, floors, fingerprints = [], [], set()
+def timed_cases(
+    scenario: Any, schedule: Schedule, base: Path, reps: int
+) -> tuple[list[float], list[float], list[str]]:
+    """``reps`` runs of the case, each timed just after a bare fork + SIGKILL + waitpid: the
+    seconds of each case, of each floor, and each case's fingerprint. A failing case ends the
+    benchmark."""
+    cases, floors, fingerprints = [], [], []
     for _ in range(reps):
         floors.append(_floors.fork_kill_wait())
         elapsed, case = _stats.timed_case(
             functools.partial(run_case, scenario, schedule, base_dir=base)
         )
-        cases.append(elapsed)
         if not case.passed:
-            raise SystemExit(f"the benchmark case failed: {case.violations}")
-        fingerprints.add(case.fingerprint)
+            raise SystemExit(f"the benchmark case failed: {schedule}: {case.violations}")
+        cases.append(elapsed)
+        fingerprints.append(case.fingerprint)
+    return cases, floors, fingerprints
+
+
+def _measure(scenario: Any, schedule: Schedule, base: Path, reps: int) -> dict[str, Any]:
+    cases, floors, fingerprints = timed_cases(scenario, schedule, base, reps)
     return {
         "schedule": str(schedule),
         "case": _stats.summary(cases),
         "floor": _stats.summary(floors),
         "ratio": _stats.ratios(cases, floors),
         "processes": processes_per_case(scenario, schedule, base),
-        "fingerprints": len(fingerprints),
-        "fingerprint": sorted(fingerprints)[0],
+        "fingerprints": len(set(fingerprints)),
+        "fingerprint": min(fingerprints),
     }
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from fake_providers import PROVIDERS
 from pytest_crashpoints import Ledger, ProviderSpec, crashpoint
-from pytest_crashpoints._harness.context import CaseEnv
+from pytest_crashpoints._harness.case.context import CaseEnv
 from pytest_crashpoints._inject.failpoints import Fault, Kill
 from pytest_crashpoints._process.outcome import Killed
 from pytest_crashpoints._process.worker import run_worker

@@ -10,31 +10,22 @@ waitpid measured just before it. "Linear, not worse" means the marginal cost of 
 
 from __future__ import annotations
 
-import functools
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from pytest_crashpoints.harness import Deliver, Schedule, run_case
 
-from . import _floors, _stats
+from . import _stats
 from ._scenarios import KillAt, email_scenario
-from .crash_case import processes_per_case
+from .crash_case import processes_per_case, timed_cases
 
 SLACK = 1.5
 
 
 def _point(scenario: Any, schedule: Schedule, base: Path, reps: int) -> dict[str, Any]:
     run_case(scenario, schedule, base_dir=base)
-    cases, floors = [], []
-    for _ in range(reps):
-        floors.append(_floors.fork_kill_wait())
-        elapsed, case = _stats.timed_case(
-            functools.partial(run_case, scenario, schedule, base_dir=base)
-        )
-        cases.append(elapsed)
-        if not case.passed:
-            raise SystemExit(f"scaling case failed: {schedule}: {case.violations}")
+    cases, floors, _ = timed_cases(scenario, schedule, base, reps)
     return {
         "schedule": str(schedule),
         "case": _stats.summary(cases),

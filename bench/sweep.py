@@ -25,7 +25,10 @@ TIMEOUT = 300.0
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _command(workers: int) -> list[str]:
+def sweep_command(workers: int, *options: str) -> list[str]:
+    """The ``pytest`` command of the exhaustive single-fault sweep of ``scenarios/`` (the broken
+    agents left out) on ``workers`` xdist workers, with ``options`` added (item 9 runs it on
+    each engine)."""
     return [
         sys.executable,
         "-m",
@@ -41,8 +44,13 @@ def _command(workers: int) -> list[str]:
         "-q",
         "-p",
         "no:cacheprovider",
-        "--durations=0",
+        *options,
     ]
+
+
+def _command(workers: int) -> list[str]:
+    # Each test's call duration too: the longest test bounds the speed-up.
+    return sweep_command(workers, "--durations=0")
 
 
 def _missing() -> str | None:

@@ -19,7 +19,6 @@ client) and the request id (``X-Request-Id``), which is all the client ever sees
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -31,6 +30,7 @@ from ._provider import (
     Reply,
     Route,
     json_body,
+    json_document,
     payload_hash,
 )
 
@@ -60,15 +60,15 @@ class Deploy(Provider):
 
     def _create(self, call: Call) -> Reply:
         request = call.request
-        content_type = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        content_type = call.media_type
         if content_type != "application/json":
             return self.error(
                 400, f"Send the deployment as application/json, not {content_type or 'nothing'}.",
                 code="unsupported_content_type",
             )
         try:
-            data = json.loads(request.content.decode("utf-8"), parse_constant=_reject)
-        except (UnicodeDecodeError, ValueError):
+            data = json_document(request.content)
+        except ValueError:
             return self.error(400, "The request body is not valid JSON.", code="malformed_body")
         if not isinstance(data, dict):
             return self.error(400, "The request body must be a JSON object.", code="malformed_body")
@@ -109,7 +109,3 @@ def _default_code(status: int) -> str:
     return {401: "unauthorized", 403: "forbidden", 404: "not_found", 429: "rate_limited"}.get(
         status, "server_error" if status >= 500 else "bad_request"
     )
-
-
-def _reject(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")

@@ -30,7 +30,6 @@ see :meth:`Email.exported_objects`.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from datetime import datetime, timezone
@@ -47,6 +46,7 @@ from ._provider import (
     Reply,
     Route,
     json_body,
+    json_document,
     payload_hash,
 )
 
@@ -158,12 +158,11 @@ class Email(Provider):
 
     def _send(self, call: Call) -> Reply:
         request = call.request
-        content_type = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
-        if content_type != "application/json":
+        if call.media_type != "application/json":
             return self.error(400, "Content-Type should be application/json.")
         try:
-            mail = json.loads(request.content.decode("utf-8"), parse_constant=_no_constants)
-        except (UnicodeDecodeError, ValueError):
+            mail = json_document(request.content)
+        except ValueError:
             return self.error(400, "The request body must be valid JSON.")
         if not isinstance(mail, dict):
             return self.error(400, "The request body must be a JSON object.")
@@ -333,10 +332,6 @@ def _activity_message(item: Any, where: str) -> Exported:
     }
     return Exported(object_type="message", object_id=msg_id, operation="mail.send",
                     body=message, created=created, aliases=(msg_id,))
-
-
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
 
 
 def _summary(message: dict[str, Any]) -> dict[str, Any]:

@@ -37,9 +37,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import time
 import urllib.parse
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, Union
 
 import httpx
@@ -49,9 +48,9 @@ from ._idempotency import release as _release_key
 from ._idempotency import reserve as _reserve_key
 from ._idempotency import saver as _saver
 from ._journal import next_counter
-from ._keys import ApiKey
 from ._provider import (
     CORRELATION_HEADER,
+    ApiDescription,
     Call,
     EffectDraft,
     Provider,
@@ -59,9 +58,9 @@ from ._provider import (
     Route,
     described,
     json_body,
+    json_document,
     payload_hash,
 )
-from ._settings import ProviderSettings
 
 __all__ = ["Effect", "HttpApi", "Lookup", "Search"]
 
@@ -110,6 +109,16 @@ def _id_param(path: str, id_field: str) -> str | None:
     return None
 
 
+def _require_object_param(kind: str, route: Effect | Lookup, fault: str) -> None:
+    """Raise ``ValueError`` unless ``route`` (an ``Effect`` or ``Lookup`` spec: ``kind``)
+    names its object by a parameter of its path; ``fault`` says what is wrong otherwise."""
+    if _id_param(route.path, route.id_field) is None:
+        raise ValueError(
+            f"{kind}({route.method!r}, {route.path!r}) {fault}: end it with "
+            f"{{{route.id_field}}}."
+        )
+
+
 @dataclasses.dataclass(frozen=True)
 class Effect:
     """A write route: ``method`` on ``path`` (``{name}`` marks a path parameter) writes an
@@ -151,10 +160,9 @@ class Effect:
             object.__setattr__(self, "action", _ACTIONS[method])
         if self.action not in _STATUS:
             raise ValueError(f"Effect action {self.action!r} is not one of {', '.join(_STATUS)}")
-        if self.action != "create" and _id_param(self.path, self.id_field) is None:
-            raise ValueError(
-                f"Effect({self.method!r}, {self.path!r}) {self.action}s an object but its path "
-                f"names none: end it with {{{self.id_field}}}."
+        if self.action != "create":
+            _require_object_param(
+                "Effect", self, f"{self.action}s an object but its path names none"
             )
         _pattern(self.path)
 
@@ -176,11 +184,7 @@ class Lookup:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "method", self.method.upper())
-        if _id_param(self.path, self.id_field) is None:
-            raise ValueError(
-                f"Lookup({self.method!r}, {self.path!r}) must name the object in its path: end "
-                f"it with {{{self.id_field}}}."
-            )
+        _require_object_param("Lookup", self, "must name the object in its path")
         _pattern(self.path)
 
 
@@ -211,7 +215,7 @@ class Search:
 RouteSpec = Union[Effect, Lookup, Search]  # noqa: UP007 - a runtime alias on Python 3.10
 
 
-class HttpApi:
+class HttpApi(ApiDescription[Provider]):
     """An HTTP API described as routes: the fake provider of it, for crash tests.
 
     ``HttpApi(name, *routes, idempotency_header=None, tenant_param=None, tenant_header=None,
@@ -313,28 +317,13 @@ class HttpApi:
         found.update(r.scope for r in self.routes if r.scope)
         return frozenset(found)
 
-    def provider(
-        self,
-        journal_path: Any,
-        *,
-        clock: Callable[[], float] = time.time,
-        sleep: Callable[[float], None] | None = None,
-        keys: Iterable[ApiKey] = (),
-        settings: ProviderSettings | None = None,
-        base_url: str | None = None,
-    ) -> Provider:
-        """The fake provider of this API over its journal, with the same arguments as the
-        bundled providers' constructors (``Payments(journal_path, clock=..., ...)``)."""
-        kind = described(
+    def _provider_class(self) -> type[Provider]:
+        """The class of this API's fake provider: an :class:`ApiProvider` of its routes."""
+        return described(
             ApiProvider, "Api", self.name, self.base_url,
             request_id_header=self.request_id_header, has_lookup=self.has_lookup,
             has_search=self.has_search, api=self,
         )
-        provider: Provider = kind(
-            journal_path, clock=clock, sleep=sleep, keys=keys, settings=settings,
-            base_url=base_url,
-        )
-        return provider
 
 
 def _operation(route: RouteSpec) -> str:
@@ -420,15 +409,9 @@ class ApiProvider(Provider):
     def _all(self, call: Call, object_type: str, *, lags: bool) -> list[dict[str, Any]]:
         """Every object of the type as its latest write left it, oldest first (as a lagging
         search sees them when ``lags``)."""
-        if lags and call.search_miss:
-            return []
-        horizon = call.now - call.settings.search_lag if lags else float("inf")
-        with self.journal.connection() as conn:
-            rows = conn.execute(
-                "SELECT operation, object_id, body FROM effects WHERE object_type=? AND "
-                "tenant_id=? AND time<=? ORDER BY seq",
-                (object_type, call.tenant_id, horizon),
-            ).fetchall()
+        rows = self.effect_rows(
+            call, object_type, lags=lags, columns="operation, object_id, body"
+        )
         latest: dict[str, tuple[str, dict[str, Any]]] = {}
         for row in rows:
             key = _VERSION.sub("", row["object_id"])
@@ -448,9 +431,8 @@ class ApiProvider(Provider):
     # -- handlers -----------------------------------------------------------------------------
 
     def _body(self, call: Call, spec_required: Sequence[str]) -> dict[str, Any]:
-        request = call.request
-        raw = request.content
-        kind = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        raw = call.request.content
+        kind = call.media_type
         if not raw:
             data: Any = {}
         elif kind == "application/x-www-form-urlencoded":
@@ -462,8 +444,8 @@ class ApiProvider(Provider):
             data = dict(pairs)
         elif kind in ("application/json", "") or kind.endswith("+json"):
             try:
-                data = json.loads(raw.decode("utf-8"), parse_constant=_reject)
-            except (UnicodeDecodeError, ValueError):
+                data = json_document(raw)
+            except ValueError:
                 raise _Invalid(400, "invalid_json", "The request body is not valid JSON.") from None
         else:
             raise _Invalid(
@@ -782,7 +764,3 @@ def _default_code(status: int) -> str:
     return {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
             409: "conflict", 429: "rate_limited"}.get(
         status, "server_error" if status >= 500 else "bad_request")
-
-
-def _reject(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")

@@ -33,9 +33,9 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = ["EffectRecord", "Journal", "RequestRecord"]
 
@@ -158,57 +158,37 @@ class EffectRecord:
     body: dict[str, Any]
 
 
+#: A record of a journal row (see :func:`_record`).
+_Record = TypeVar("_Record", RequestRecord, EffectRecord)
+
+
 def _scopes(text: str | None) -> tuple[str, ...] | None:
     return None if text is None else tuple(json.loads(text))
 
 
+def _record(kind: type[_Record], row: sqlite3.Row, **decoded: Any) -> _Record:
+    """The record ``kind`` of a journal row: each field is the column of its name, but for
+    those given ``decoded`` (columns stored as JSON text or as integer flags)."""
+    columns = {f.name: row[f.name] for f in fields(kind) if f.name not in decoded}
+    return kind(**columns, **decoded)
+
+
 def _request_record(row: sqlite3.Row) -> RequestRecord:
-    return RequestRecord(
-        seq=row["seq"],
-        request_id=row["request_id"],
-        time=row["time"],
-        method=row["method"],
-        path=row["path"],
-        operation=row["operation"],
-        kind=row["kind"],
-        tenant_id=row["tenant_id"],
-        key_id=row["key_id"],
+    return _record(
+        RequestRecord,
+        row,
         scopes=_scopes(row["scopes"]),
-        label=row["label"],
-        idempotency_key=row["idempotency_key"],
-        correlation_id=row["correlation_id"],
-        attempt_id=row["attempt_id"],
-        operation_key=row["operation_key"],
-        payload_hash=row["payload_hash"],
-        args_hash=row["args_hash"],
-        status=row["status"],
         effect_applied=bool(row["effect_applied"]),
-        object_id=row["object_id"],
         aliases=tuple(json.loads(row["aliases"])),
-        fault=row["fault"],
         replayed=bool(row["replayed"]),
-        mono_ns=row["mono_ns"],
     )
 
 
 def _effect_record(row: sqlite3.Row) -> EffectRecord:
-    return EffectRecord(
-        seq=row["seq"],
-        time=row["time"],
-        operation=row["operation"],
-        operation_key=row["operation_key"],
-        object_type=row["object_type"],
-        object_id=row["object_id"],
-        tenant_id=row["tenant_id"],
-        key_id=row["key_id"],
+    return _record(
+        EffectRecord,
+        row,
         scopes=tuple(json.loads(row["scopes"])),
-        label=row["label"],
-        idempotency_key=row["idempotency_key"],
-        correlation_id=row["correlation_id"],
-        attempt_id=row["attempt_id"],
-        payload_hash=row["payload_hash"],
-        args_hash=row["args_hash"],
-        request_id=row["request_id"],
         aliases=tuple(json.loads(row["aliases"])),
         body=json.loads(row["body"]),
     )

@@ -33,17 +33,16 @@ import contextlib
 import dataclasses
 import json
 import re
-import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, cast
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import httpx
 
 from ._faults import RequestKind, take
 from ._idempotency import reserve as _reserve
 from ._idempotency import saver as _saver
-from ._keys import ApiKey
 from ._provider import (
+    ApiDescription,
     Call,
     EffectDraft,
     Provider,
@@ -53,7 +52,6 @@ from ._provider import (
     json_body,
     payload_hash,
 )
-from ._settings import ProviderSettings
 
 __all__ = ["McpProvider", "McpServer", "McpTool"]
 
@@ -143,7 +141,7 @@ class McpTool:
         }
 
 
-class McpServer:
+class McpServer(ApiDescription["McpProvider"]):
     """An MCP server described as tools: the fake provider of it, for crash tests.
 
     ``McpServer(name, *tools, base_url=None)``. ``name`` names the provider (``providers=
@@ -209,26 +207,12 @@ class McpServer:
     def scopes(self) -> frozenset[str]:
         return frozenset({f"{self.name}:read", f"{self.name}:write"})
 
-    def provider(
-        self,
-        journal_path: Any,
-        *,
-        clock: Callable[[], float] = time.time,
-        sleep: Callable[[float], None] | None = None,
-        keys: Iterable[ApiKey] = (),
-        settings: ProviderSettings | None = None,
-        base_url: str | None = None,
-    ) -> McpProvider:
-        """The fake MCP server over its journal (the bundled providers' arguments)."""
-        kind = described(
+    def _provider_class(self) -> type[McpProvider]:
+        """The class of this server's fake provider: an :class:`McpProvider` of its tools."""
+        return described(
             McpProvider, "Mcp", self.name, self.base_url, has_lookup=self.has_lookup,
             has_search=False, server=self,
         )
-        provider = cast(McpProvider, kind(
-            journal_path, clock=clock, sleep=sleep, keys=keys, settings=settings,
-            base_url=base_url,
-        ))
-        return provider
 
 
 class _RpcError(Exception):

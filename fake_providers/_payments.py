@@ -211,7 +211,7 @@ class Payments(Provider):
 
     def _create(self, call: Call, object_type: str) -> Reply:
         request = call.request
-        content_type = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        content_type = call.media_type
         if content_type != "application/x-www-form-urlencoded":
             return self.error(
                 400,
@@ -294,12 +294,9 @@ class Payments(Provider):
         if object_type == "refund":
             return self._refund(call, params, logical, base)
         allowed = _CHARGE_PARAMS if object_type == "charge" else _INTENT_PARAMS
-        for name in params:
-            if name not in allowed:
-                return self._with(base, self.error(
-                    400, f"Received unknown parameter: {name}", code="parameter_unknown",
-                    param=name,
-                ))
+        unknown = self._unknown_parameter(params, allowed)
+        if unknown is not None:
+            return self._with(base, unknown)
         for name in ("amount", "currency"):
             if name not in params:
                 return self._with(base, self.error(
@@ -326,45 +323,8 @@ class Payments(Provider):
                 400, "Invalid metadata: pass metadata[key]=value pairs of strings.",
                 param="metadata",
             ))
-        prefix = "ch" if object_type == "charge" else "pi"
-        object_id = f"{prefix}_{call.seq:024d}"
-        obj: dict[str, Any] = {
-            "id": object_id,
-            "object": object_type,
-            "amount": amount,
-            "currency": currency.lower(),
-            "created": int(call.now),
-            "customer": params.get("customer"),
-            "description": params.get("description"),
-            "livemode": False,
-            "metadata": metadata,
-        }
-        declined = False
-        if object_type == "charge":
-            source = params.get("source", "tok_visa")
-            declined = source in _DECLINING
-            obj.update(
-                amount_captured=0 if declined else amount,
-                amount_refunded=0,
-                refunded=False,
-                captured=not declined,
-                paid=not declined,
-                status="failed" if declined else "succeeded",
-                failure_code="card_declined" if declined else None,
-            )
-        else:
-            method = params.get("payment_method")
-            confirm = params.get("confirm") == "true"
-            declined = confirm and method in _DECLINING
-            status = (
-                "requires_payment_method" if declined or method is None
-                else "succeeded" if confirm else "requires_confirmation"
-            )
-            obj.update(
-                payment_method=method,
-                status=status,
-                amount_received=amount if status == "succeeded" else 0,
-            )
+        obj, declined = _payment(call, object_type, params, amount, currency, metadata)
+        object_id: str = obj["id"]
         answer = self._with(base, Reply(200, object_id=object_id, aliases=(object_id,)))
         if declined:
             error: dict[str, Any] = {
@@ -382,18 +342,25 @@ class Payments(Provider):
         answer.headers["Content-Type"] = "application/json"
         return answer
 
+    def _unknown_parameter(self, params: dict[str, Any], allowed: frozenset[str]) -> Reply | None:
+        """Stripe's 400 for the first of ``params`` not ``allowed``; None when there is none."""
+        for name in params:
+            if name not in allowed:
+                return self.error(
+                    400, f"Received unknown parameter: {name}", code="parameter_unknown",
+                    param=name,
+                )
+        return None
+
     def _refund(
         self, call: Call, params: dict[str, Any], logical: dict[str, Any], base: Reply
     ) -> Reply:
         def invalid(message: str, param: str, code: str = "parameter_invalid") -> Reply:
             return self._with(base, self.error(400, message, code=code, param=param))
 
-        for name in params:
-            if name not in _REFUND_PARAMS:
-                return self._with(base, self.error(
-                    400, f"Received unknown parameter: {name}", code="parameter_unknown",
-                    param=name,
-                ))
+        unknown = self._unknown_parameter(params, _REFUND_PARAMS)
+        if unknown is not None:
+            return self._with(base, unknown)
         charge_id = params.get("charge")
         if not isinstance(charge_id, str) or not charge_id:
             return invalid("Missing required param: charge.", "charge", "parameter_missing")
@@ -510,6 +477,54 @@ class Payments(Provider):
             "next_page": str(offset + limit) if more else None,
         }
         return Reply(200, json_body(body), {"Content-Type": "application/json"})
+
+
+def _payment(
+    call: Call, object_type: str, params: dict[str, Any], amount: int, currency: str,
+    metadata: dict[str, str],
+) -> tuple[dict[str, Any], bool]:
+    """A new charge or payment intent of valid parameters, and whether its card was declined
+    (a declined one is no effect: it answers 402)."""
+    prefix = "ch" if object_type == "charge" else "pi"
+    object_id = f"{prefix}_{call.seq:024d}"
+    obj: dict[str, Any] = {
+        "id": object_id,
+        "object": object_type,
+        "amount": amount,
+        "currency": currency.lower(),
+        "created": int(call.now),
+        "customer": params.get("customer"),
+        "description": params.get("description"),
+        "livemode": False,
+        "metadata": metadata,
+    }
+    declined = False
+    if object_type == "charge":
+        source = params.get("source", "tok_visa")
+        declined = source in _DECLINING
+        obj.update(
+            amount_captured=0 if declined else amount,
+            amount_refunded=0,
+            refunded=False,
+            captured=not declined,
+            paid=not declined,
+            status="failed" if declined else "succeeded",
+            failure_code="card_declined" if declined else None,
+        )
+    else:
+        method = params.get("payment_method")
+        confirm = params.get("confirm") == "true"
+        declined = confirm and method in _DECLINING
+        status = (
+            "requires_payment_method" if declined or method is None
+            else "succeeded" if confirm else "requires_confirmation"
+        )
+        obj.update(
+            payment_method=method,
+            status=status,
+            amount_received=amount if status == "succeeded" else 0,
+        )
+    return obj, declined
 
 
 #: An id the fake made itself (``ch_``, ``pi_`` or ``re_`` and the request's number).

@@ -26,12 +26,13 @@ import base64
 import binascii
 import dataclasses
 import json
+import math
 import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import httpx
 
@@ -50,6 +51,7 @@ __all__ = [
     "ATTEMPT_HEADER",
     "CORRELATION_HEADER",
     "TENANT_HEADER",
+    "ApiDescription",
     "Call",
     "EffectDraft",
     "Provider",
@@ -58,6 +60,7 @@ __all__ = [
     "Route",
     "described",
     "json_body",
+    "json_document",
     "payload_hash",
 ]
 
@@ -74,6 +77,16 @@ Clock = Callable[[], float]
 def json_body(value: Any) -> bytes:
     """The provider's JSON encoding of a response body (stable, so replays are byte-identical)."""
     return json.dumps(value, indent=2, ensure_ascii=False).encode("utf-8")
+
+
+def json_document(content: bytes) -> Any:
+    """The JSON document a request body holds (UTF-8); ``NaN`` and ``Infinity`` are not JSON.
+    Raises ``ValueError`` (a ``UnicodeDecodeError`` among them) when it holds none."""
+    return json.loads(content.decode("utf-8"), parse_constant=_not_json)
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
 
 
 def payload_hash(params: Mapping[str, Any]) -> str | None:
@@ -172,6 +185,12 @@ class Call:
         return self.request.url.params
 
     @property
+    def media_type(self) -> str:
+        """The body's media type, lower case, without its parameters (``""`` when not given)."""
+        content_type: str = self.request.headers.get("Content-Type", "")
+        return content_type.split(";")[0].strip().lower()
+
+    @property
     def origin(self) -> str:
         """``scheme://host[:port]`` the client used (absolute URLs in bodies point there)."""
         return f"{self.request.url.scheme}://{self.request.url.netloc.decode('ascii')}"
@@ -216,12 +235,15 @@ class _Context:
     presented: ApiKey | None = None
 
 
+_P = TypeVar("_P", bound="Provider")
+
+
 def described(
-    base: type[Provider], suffix: str, name: str, base_url: str, **attributes: Any
-) -> type[Provider]:
+    base: type[_P], suffix: str, name: str, base_url: str, **attributes: Any
+) -> type[_P]:
     """The provider class of an API described by the user (an ``HttpApi``, an ``McpServer``):
     ``base`` with the description's ``name``, URL, request ids and ``attributes``."""
-    return type(
+    kind = type(
         f"{name.title().replace('-', '').replace('_', '')}{suffix}",
         (base,),
         {
@@ -231,6 +253,33 @@ def described(
             **attributes,
         },
     )
+    return cast("type[_P]", kind)
+
+
+class ApiDescription(Generic[_P]):
+    """Base of an API described by the user (:class:`~fake_providers.HttpApi`,
+    :class:`~fake_providers.McpServer`): a description makes its fake provider."""
+
+    def _provider_class(self) -> type[_P]:
+        """The class of this API's fake provider (see :func:`described`)."""
+        raise NotImplementedError
+
+    def provider(
+        self,
+        journal_path: Any,
+        *,
+        clock: Clock = time.time,
+        sleep: Callable[[float], None] | None = None,
+        keys: Iterable[ApiKey] = (),
+        settings: ProviderSettings | None = None,
+        base_url: str | None = None,
+    ) -> _P:
+        """The fake provider of this API over its journal, with the same arguments as the
+        bundled providers' constructors (``Payments(journal_path, clock=..., ...)``)."""
+        return self._provider_class()(
+            journal_path, clock=clock, sleep=sleep, keys=keys, settings=settings,
+            base_url=base_url,
+        )
 
 
 class Provider:
@@ -384,16 +433,24 @@ class Provider:
         A search lags: it sees only effects committed at or before ``now - search_lag``, and
         nothing while the ``search_misses`` switch is on.
         """
-        if call.search_miss:
+        return [json.loads(r["body"]) for r in self.effect_rows(call, object_type, lags=True)]
+
+    def effect_rows(
+        self, call: Call, object_type: str, *, lags: bool, columns: str = "body"
+    ) -> list[sqlite3.Row]:
+        """``columns`` (of the journal's effects table) of the caller's tenant's effects on
+        objects of ``object_type``, in commit order: those a search sees now when it ``lags``
+        (see :meth:`visible`), else all of them."""
+        if lags and call.search_miss:
             return []
-        horizon = call.now - call.settings.search_lag
+        horizon = call.now - call.settings.search_lag if lags else math.inf
         with self.journal.connection() as conn:
-            rows = conn.execute(
-                "SELECT body FROM effects WHERE object_type=? AND tenant_id=? AND time<=? "
-                "ORDER BY seq",
+            rows: list[sqlite3.Row] = conn.execute(
+                f"SELECT {columns} FROM effects WHERE object_type=? AND tenant_id=? AND "
+                "time<=? ORDER BY seq",
                 (object_type, call.tenant_id, horizon),
             ).fetchall()
-        return [json.loads(r[0]) for r in rows]
+        return rows
 
     def lookup(self, call: Call, object_type: str, object_id: str) -> dict[str, Any] | None:
         """The caller's tenant's object by id, consistently (it exists once committed)."""
@@ -406,12 +463,7 @@ class Provider:
 
     def lookup_all(self, call: Call, object_type: str) -> list[dict[str, Any]]:
         """Every object of ``object_type`` of the caller's tenant, consistently."""
-        with self.journal.connection() as conn:
-            rows = conn.execute(
-                "SELECT body FROM effects WHERE object_type=? AND tenant_id=? ORDER BY seq",
-                (object_type, call.tenant_id),
-            ).fetchall()
-        return [json.loads(r[0]) for r in rows]
+        return [json.loads(r["body"]) for r in self.effect_rows(call, object_type, lags=False)]
 
     # -- the pipeline --------------------------------------------------------------------------
 

@@ -38,7 +38,6 @@ Bad input answers 400 (as the issue tracker's spec asks; GitHub itself uses 422 
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import shlex
 import sqlite3
@@ -58,6 +57,7 @@ from ._provider import (
     Reply,
     Route,
     json_body,
+    json_document,
     payload_hash,
 )
 
@@ -140,88 +140,8 @@ class Tickets(Provider):
 
     def _github_issue(self, item: Any, where: str) -> Exported:
         """One issue of GitHub's JSON, as :meth:`_create` stores it; raises ExportError."""
-        if not isinstance(item, Mapping):
-            raise ExportError(f"{where} is {type(item).__name__} JSON, not a GitHub issue.")
-        number = item.get("number")
-        if isinstance(number, bool) or not isinstance(number, int) or number < 1:
-            raise ExportError(
-                f"{where} has no issue number (found {number!r}); export issues as GitHub's "
-                "REST API returns them, e.g. `gh api "
-                "'/repos/OWNER/REPO/issues?state=all&per_page=100' > issues.json`."
-            )
-        at = f"{where} (#{number})"
-        if "pull_request" in item:
-            raise ExportError(
-                f"{at} is a pull request: GitHub lists pull requests among issues, and the "
-                "fake has none; filter them out, e.g. `gh api "
-                "'/repos/OWNER/REPO/issues?state=all&per_page=100' "
-                "--jq 'map(select(.pull_request == null))'`."
-            )
-        full = _exported_repo(item, at)
-        at = f"{where} ({full}#{number})"
-        title = item.get("title")
-        if not isinstance(title, str) or not title.strip():
-            raise ExportError(f"{at}: title must be a non-empty string, not {title!r}.")
-        body = item.get("body")
-        if body is not None and not isinstance(body, str):
-            raise ExportError(f"{at}: body must be a string or null, not {body!r}.")
-        state = item.get("state")
-        if state not in ("open", "closed"):
-            raise ExportError(f"{at}: state must be 'open' or 'closed', not {state!r}.")
-        user = item.get("user")
-        author = user.get("login") if isinstance(user, Mapping) else None
-        if not isinstance(author, str) or not author:
-            raise ExportError(f"{at}: user must be an object with the author's login, "
-                              f"not {user!r}.")
-        names: list[str] = []
-        labels = item.get("labels", [])
-        if not isinstance(labels, list):
-            raise ExportError(f"{at}: labels must be a list, not {labels!r}.")
-        for label in labels:
-            name = label.get("name") if isinstance(label, Mapping) else label
-            if not isinstance(name, str) or not name:
-                raise ExportError(f"{at}: a label must be a name or an object with a name, "
-                                  f"not {label!r}.")
-            if name not in names:
-                names.append(name)
-        assignees = item.get("assignees", [])
-        if not isinstance(assignees, list) or not all(
-            isinstance(a, Mapping) and isinstance(a.get("login"), str) for a in assignees
-        ):
-            raise ExportError(f"{at}: assignees must be a list of users with a login.")
-        issue_id, node_id = item.get("id"), item.get("node_id")
-        if isinstance(issue_id, bool) or not isinstance(issue_id, int):
-            raise ExportError(f"{at}: id must be GitHub's integer id, not {issue_id!r}.")
-        if not isinstance(node_id, str) or not node_id:
-            raise ExportError(f"{at}: node_id must be GitHub's node id, not {node_id!r}.")
-        comments, locked = item.get("comments", 0), item.get("locked", False)
-        if isinstance(comments, bool) or not isinstance(comments, int) or comments < 0:
-            raise ExportError(f"{at}: comments must be a count, not {comments!r}.")
-        if not isinstance(locked, bool):
-            raise ExportError(f"{at}: locked must be true or false, not {locked!r}.")
-        if "created_at" not in item:
-            raise ExportError(f"{at} has no created_at.")
-        created = exported_time(item["created_at"], f"{at}: created_at")
-        updated = exported_time(item.get("updated_at", item["created_at"]), f"{at}: updated_at")
-        closed_at = item.get("closed_at")
-        closed = None if closed_at is None else exported_time(closed_at, f"{at}: closed_at")
-        issue = {
-            "id": issue_id,
-            "node_id": node_id,
-            "number": number,
-            "title": title,
-            "body": body,
-            "state": state,
-            "locked": locked,
-            "comments": comments,
-            "assignees": [dict(a) for a in assignees],
-            "created_at": iso_time(created),
-            "updated_at": iso_time(updated),
-            "closed_at": None if closed is None else iso_time(closed),
-            "repo": full,
-            "author": author,
-            "labels": names,
-        }
+        issue, created = _exported_issue(item, where)
+        full, number = issue["repo"], issue["number"]
         origin = self.base_url
         rendered = self._render(origin, issue)
         aliases = tuple(a for a in _aliases(full, rendered) if not a.startswith(origin))
@@ -336,12 +256,12 @@ class Tickets(Provider):
 
     def _create(self, call: Call) -> Reply:
         request = call.request
-        content_type = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        content_type = call.media_type
         if content_type not in ("application/json", ""):
             return self.error(400, f"Unsupported Content-Type {content_type!r}: send JSON.")
         try:
-            data = json.loads(request.content.decode("utf-8"), parse_constant=_reject)
-        except (UnicodeDecodeError, ValueError):
+            data = json_document(request.content)
+        except ValueError:
             return self.error(400, "Problems parsing JSON")
         if not isinstance(data, dict):
             return self.error(400, "Problems parsing JSON")
@@ -355,15 +275,12 @@ class Tickets(Provider):
         if body is not None and not isinstance(body, str):
             return self.error(400, "Validation Failed", code="invalid", field="body")
         labels = data.get("labels", [])
-        names: list[str] = []
         if not isinstance(labels, list):
             return self.error(400, "Validation Failed", code="invalid", field="labels")
-        for label in labels:
-            name = label.get("name") if isinstance(label, dict) else label
-            if not isinstance(name, str) or not name:
-                return self.error(400, "Validation Failed", code="invalid", field="labels")
-            if name not in names:
-                names.append(name)
+        try:
+            names = _label_names(labels)
+        except _BadLabel:
+            return self.error(400, "Validation Failed", code="invalid", field="labels")
         full = f"{call.groups['owner']}/{call.groups['repo']}"
         phash = payload_hash({"repo": full, **data})
         if phash is None:
@@ -494,6 +411,123 @@ def _aliases(full: str, rendered: dict[str, Any]) -> tuple[str, ...]:
     )
 
 
+class _BadLabel(ValueError):
+    """A label that is neither a name nor an object with a name."""
+
+    def __init__(self, label: Any) -> None:
+        super().__init__(f"a label must be a name or an object with a name, not {label!r}")
+
+
+def _label_names(labels: list[Any]) -> list[str]:
+    """The names of ``labels`` (each a name or an object with a ``name``), each once, in
+    order; raises :class:`_BadLabel` for the first that is neither."""
+    names: list[str] = []
+    for label in labels:
+        name = label.get("name") if isinstance(label, Mapping) else label
+        if not isinstance(name, str) or not name:
+            raise _BadLabel(label)
+        if name not in names:
+            names.append(name)
+    return names
+
+
+def _exported_issue(item: Any, where: str) -> tuple[dict[str, Any], float]:
+    """The issue the fake stores for one issue of GitHub's JSON, and when it was opened;
+    raises ExportError."""
+    number, full, at = _exported_place(item, where)
+    title = item.get("title")
+    if not isinstance(title, str) or not title.strip():
+        raise ExportError(f"{at}: title must be a non-empty string, not {title!r}.")
+    body = item.get("body")
+    if body is not None and not isinstance(body, str):
+        raise ExportError(f"{at}: body must be a string or null, not {body!r}.")
+    state = item.get("state")
+    if state not in ("open", "closed"):
+        raise ExportError(f"{at}: state must be 'open' or 'closed', not {state!r}.")
+    user = item.get("user")
+    author = user.get("login") if isinstance(user, Mapping) else None
+    if not isinstance(author, str) or not author:
+        raise ExportError(f"{at}: user must be an object with the author's login, "
+                          f"not {user!r}.")
+    labels = item.get("labels", [])
+    if not isinstance(labels, list):
+        raise ExportError(f"{at}: labels must be a list, not {labels!r}.")
+    try:
+        names = _label_names(labels)
+    except _BadLabel as exc:
+        raise ExportError(f"{at}: {exc}.") from None
+    assignees = item.get("assignees", [])
+    if not isinstance(assignees, list) or not all(
+        isinstance(a, Mapping) and isinstance(a.get("login"), str) for a in assignees
+    ):
+        raise ExportError(f"{at}: assignees must be a list of users with a login.")
+    issue_id, node_id = item.get("id"), item.get("node_id")
+    if isinstance(issue_id, bool) or not isinstance(issue_id, int):
+        raise ExportError(f"{at}: id must be GitHub's integer id, not {issue_id!r}.")
+    if not isinstance(node_id, str) or not node_id:
+        raise ExportError(f"{at}: node_id must be GitHub's node id, not {node_id!r}.")
+    comments, locked = item.get("comments", 0), item.get("locked", False)
+    if isinstance(comments, bool) or not isinstance(comments, int) or comments < 0:
+        raise ExportError(f"{at}: comments must be a count, not {comments!r}.")
+    if not isinstance(locked, bool):
+        raise ExportError(f"{at}: locked must be true or false, not {locked!r}.")
+    created, updated, closed = _exported_times(item, at)
+    issue = {
+        "id": issue_id,
+        "node_id": node_id,
+        "number": number,
+        "title": title,
+        "body": body,
+        "state": state,
+        "locked": locked,
+        "comments": comments,
+        "assignees": [dict(a) for a in assignees],
+        "created_at": iso_time(created),
+        "updated_at": iso_time(updated),
+        "closed_at": None if closed is None else iso_time(closed),
+        "repo": full,
+        "author": author,
+        "labels": names,
+    }
+    return issue, created
+
+
+def _exported_place(item: Any, where: str) -> tuple[int, str, str]:
+    """The number and repository (``owner/name``) of an exported issue, and how its errors
+    name it (``<where> (owner/name#N)``); raises ExportError for a pull request."""
+    if not isinstance(item, Mapping):
+        raise ExportError(f"{where} is {type(item).__name__} JSON, not a GitHub issue.")
+    number = item.get("number")
+    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        raise ExportError(
+            f"{where} has no issue number (found {number!r}); export issues as GitHub's "
+            "REST API returns them, e.g. `gh api "
+            "'/repos/OWNER/REPO/issues?state=all&per_page=100' > issues.json`."
+        )
+    at = f"{where} (#{number})"
+    if "pull_request" in item:
+        raise ExportError(
+            f"{at} is a pull request: GitHub lists pull requests among issues, and the "
+            "fake has none; filter them out, e.g. `gh api "
+            "'/repos/OWNER/REPO/issues?state=all&per_page=100' "
+            "--jq 'map(select(.pull_request == null))'`."
+        )
+    full = _exported_repo(item, at)
+    return number, full, f"{where} ({full}#{number})"
+
+
+def _exported_times(item: Mapping[str, Any], at: str) -> tuple[float, float, float | None]:
+    """When an exported issue was opened, last updated (default: opened) and closed (None:
+    open), in Unix seconds; raises ExportError."""
+    if "created_at" not in item:
+        raise ExportError(f"{at} has no created_at.")
+    created = exported_time(item["created_at"], f"{at}: created_at")
+    updated = exported_time(item.get("updated_at", item["created_at"]), f"{at}: updated_at")
+    closed_at = item.get("closed_at")
+    closed = None if closed_at is None else exported_time(closed_at, f"{at}: closed_at")
+    return created, updated, closed
+
+
 def _exported_repo(item: Mapping[str, Any], where: str) -> str:
     """``owner/name`` of an exported issue, from its ``repository_url`` or else its
     ``html_url``; raises ExportError."""
@@ -508,7 +542,3 @@ def _exported_repo(item: Mapping[str, Any], where: str) -> str:
         f"{where} names no repository: an issue of GitHub's API has a repository_url "
         "(https://api.github.com/repos/OWNER/REPO) and an html_url."
     )
-
-
-def _reject(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")

@@ -24,15 +24,15 @@ if TYPE_CHECKING:
         Unavailable,
         guarded_call,
     )
-    from ._harness.context import Context, ProviderSpec
-    from ._harness.findings import ExplorationReport
-    from ._harness.incident import Incident
-    from ._harness.reference import (
+    from ._harness.case.context import Context, ProviderSpec
+    from ._harness.case.incident import Incident
+    from ._harness.case.reference import (
         reference_recovery,
         reference_recovery_async,
         reference_worker,
         reference_worker_async,
     )
+    from ._harness.search.findings import ExplorationReport
     from ._inject.failpoints import crashpoint, crashpoint_context
     from ._inject.transport import AsyncCrashTransport, CrashTransport
     from ._ledger.args import args_hash
@@ -67,14 +67,14 @@ _HOME = {
     "LedgerView": "._ledger.views",
     "SQLiteLedgerView": "._ledger.views",
     "JSONLinesLedgerView": "._ledger.jsonlines",
-    "Context": "._harness.context",
-    "ProviderSpec": "._harness.context",
-    "ExplorationReport": "._harness.findings",
-    "Incident": "._harness.incident",
-    "reference_worker": "._harness.reference",
-    "reference_recovery": "._harness.reference",
-    "reference_worker_async": "._harness.reference",
-    "reference_recovery_async": "._harness.reference",
+    "Context": "._harness.case.context",
+    "ProviderSpec": "._harness.case.context",
+    "ExplorationReport": "._harness.search.findings",
+    "Incident": "._harness.case.incident",
+    "reference_worker": "._harness.case.reference",
+    "reference_recovery": "._harness.case.reference",
+    "reference_worker_async": "._harness.case.reference",
+    "reference_recovery_async": "._harness.case.reference",
     "CrashpointsFixture": "._plugin.fixture",
     "CrashpointsError": ".errors",
     "ProviderRejected": ".errors",
@@ -141,8 +141,8 @@ _MOVED = {
 #: Names that left the public API in 0.2 (the process plumbing under the harness): they still
 #: work, with a DeprecationWarning, until 0.3.
 _WITHDRAWN = {
-    "AuthorityChange": "._harness.authority_store",
-    "AuthorityStore": "._harness.authority_store",
+    "AuthorityChange": "._harness.storage.authority_store",
+    "AuthorityStore": "._harness.storage.authority_store",
     "Completed": "._process.outcome",
     "Count": "._inject.failpoints",
     "Died": "._process.outcome",

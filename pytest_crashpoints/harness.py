@@ -29,16 +29,11 @@ interleavings) is private: see docs/architecture.md.
 """
 
 from ._exports import show_public_home
-from ._harness.bridge import CommandRecovery, CommandWorker
-from ._harness.case import CaseResult, run_case
-from ._harness.evidence import Evidence
-from ._harness.explore import CrashSettings, explore
-from ._harness.failpoint_server import FailpointServer
-from ._harness.findings import ExplorationReport, Failure, render_failure
-from ._harness.invariants import INVARIANTS, Invariant, Violation, unchecked
-from ._harness.rundir import RunDir
-from ._harness.scenario import Scenario
-from ._harness.schedule import (
+from ._harness.case.bridge import CommandRecovery, CommandWorker
+from ._harness.case.failpoint_server import FailpointServer
+from ._harness.case.runner import CaseResult, run_case
+from ._harness.case.scenario import Scenario
+from ._harness.case.schedule import (
     FAULT_KINDS,
     Advance,
     ChangeAuthority,
@@ -54,7 +49,12 @@ from ._harness.schedule import (
     Schedule,
     SearchLag,
 )
-from ._harness.token import Token, read_token, replay_token
+from ._harness.search.explore import CrashSettings, explore
+from ._harness.search.findings import ExplorationReport, Failure, render_failure
+from ._harness.search.token import Token, read_token, replay_token
+from ._harness.storage.rundir import RunDir
+from ._harness.verdict.evidence import Evidence
+from ._harness.verdict.invariants import INVARIANTS, Invariant, Violation, unchecked
 from ._inject.commits import install_commit_hooks
 from ._inject.failpoints import CRASH_POINTS
 from ._inject.wire import decode_preamble, encode_preamble, install_wire_hooks

@@ -75,7 +75,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[options_key] = options
     config.stash[seed_origin_key] = ""
     config.stash[seed_key] = _session_seed(config, options)
-    from ._harness import scratch
+    from ._harness.storage import scratch
 
     scratch.configure(options.run_dir)
     if config.pluginmanager.hasplugin("xdist"):
@@ -194,7 +194,7 @@ def _replay_seed(options: SessionOptions) -> int | None:
     later, with its one line, where the test runs)."""
     if not options.replay:
         return None
-    from ._harness.token import read_token
+    from ._harness.search.token import read_token
     from .errors import CrashpointsError
 
     try:
@@ -246,7 +246,7 @@ class _ScheduleListing:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    from ._harness import scratch
+    from ._harness.storage import scratch
 
     lines = [
         f"Using --crashpoints-seed={config.stash[seed_key]}{config.stash[seed_origin_key]}",

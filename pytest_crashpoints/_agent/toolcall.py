@@ -218,29 +218,16 @@ def dispatch_and_confirm(
             )
     except ProviderRejected as exc:
         if exc.retryable:
-            return ledger.transition(
-                attempt_id,
-                State.FAILED_RETRYABLE,
-                expected=State.DISPATCHED,
-                actor=actor,
-                reason=f"provider refused before applying: {exc}",
-                next_attempt_at=ledger.now() + (exc.retry_after or 0.0),
+            retry_at = ledger.now() + (exc.retry_after or 0.0)
+            reason = f"provider refused before applying: {exc}"
+            return _settle(
+                ledger, attempt_id, State.FAILED_RETRYABLE, reason, actor=actor, retry_at=retry_at
             )
-        return ledger.transition(
-            attempt_id,
-            State.FAILED,
-            expected=State.DISPATCHED,
-            actor=actor,
-            reason=f"provider rejected the request, nothing applied: {exc}",
-        )
+        reason = f"provider rejected the request, nothing applied: {exc}"
+        return _settle(ledger, attempt_id, State.FAILED, reason, actor=actor)
     except Exception as exc:
-        return ledger.transition(
-            attempt_id,
-            State.UNKNOWN,
-            expected=State.DISPATCHED,
-            actor=actor,
-            reason=f"dispatch raised {type(exc).__name__}: {exc}; the effect may have happened",
-        )
+        reason = f"dispatch raised {type(exc).__name__}: {exc}; the effect may have happened"
+        return _settle(ledger, attempt_id, State.UNKNOWN, reason, actor=actor)
     crashpoint("B", **where)
     if not receipt.durable:
         # The lookup may take long or fail: the request id must be on disk before it.
@@ -252,20 +239,38 @@ def dispatch_and_confirm(
     return _confirm(ledger, adapter, attempt, receipt, actor=actor)
 
 
+def _settle(
+    ledger: Ledger,
+    attempt_id: str,
+    state: State,
+    reason: str,
+    *,
+    actor: str,
+    answer: Receipt | Found | None = None,
+    retry_at: float | None = None,
+) -> Attempt:
+    """Move a dispatched attempt to ``state``, with the result and request id ``answer``
+    names; only from DISPATCHED (one that moved on meanwhile raises IllegalTransition)."""
+    return ledger.transition(
+        attempt_id,
+        state,
+        expected=State.DISPATCHED,
+        actor=actor,
+        reason=reason,
+        result_ref=answer.result_ref if answer else None,
+        provider_request_id=answer.request_id if answer else None,
+        next_attempt_at=retry_at,
+    )
+
+
 def _confirm(
     ledger: Ledger, adapter: ToolAdapter, attempt: Attempt, receipt: Receipt, *, actor: str
 ) -> Attempt:
     def settle(state: State, reason: str, found: Found | None = None) -> Attempt:
         # The receipt's request id is already recorded unless the receipt is durable; a
         # request id recorded first is kept (transition() only fills an empty one).
-        return ledger.transition(
-            attempt.attempt_id,
-            state,
-            expected=State.DISPATCHED,
-            actor=actor,
-            reason=reason,
-            result_ref=found.result_ref if found else receipt.result_ref,
-            provider_request_id=found.request_id if found else receipt.request_id,
+        return _settle(
+            ledger, attempt.attempt_id, state, reason, actor=actor, answer=found or receipt
         )
 
     if receipt.durable:

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from .._harness.schedule import COVERAGE_KINDS
+from .._harness.case.schedule import COVERAGE_KINDS
 from .._plugin.results import REPORT_VERSION
 from .._plugin.summary import verdict_of
 from ..errors import CrashpointsError

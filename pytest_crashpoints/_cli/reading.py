@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._harness.printable import for_terminal, markdown_code, markdown_fence, markdown_text
+from .._harness.verdict.printable import for_terminal, markdown_code, markdown_fence, markdown_text
 from .._plugin.results import REPORT_VERSION
 from .._plugin.schema import problem, report_schema
 from .._plugin.summary import verdict_of

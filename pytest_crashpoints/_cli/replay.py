@@ -13,7 +13,7 @@ __all__ = ["replay"]
 
 def replay(token: str, *, pytest_args: Sequence[str] = ()) -> int:
     """Run the one schedule of a replay token against the test it came from."""
-    from .._harness.token import read_token
+    from .._harness.search.token import read_token
 
     try:
         read = read_token(token)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from .._harness.printable import for_terminal
+from .._harness.verdict.printable import for_terminal
 from .._plugin.summary import schedule_lines, verdict_of
 from ..errors import CrashpointsError
 from .gate import GATE_ERROR, say_write_error, write_atomically

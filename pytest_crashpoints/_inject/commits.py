@@ -9,7 +9,7 @@ k-th commit of the process (all databases together):
   inside the transaction: SQLite rolls it back when the database is next opened.
 - ``crashpoint("db.committed", db=<file name>, n=k, sync=<journal mode>/<synchronous>)``
   just after it, not after a commit that raised (``sync``, e.g. ``"wal/1"``, read from the
-  connection: what a power loss would take, ``_harness/powerloss.py``). Before it fires,
+  connection: what a power loss would take, ``_harness/storage/powerloss.py``). Before it fires,
   the process is marked as having committed since its last write request to a provider
   (what the wire hooks' automatic A looks at, ``wire.py``).
 
@@ -170,8 +170,8 @@ def _committing(conn: sqlite3.Connection) -> Iterator[None]:
 
 def _durability(conn: sqlite3.Connection) -> str:
     """The connection's journal mode and ``synchronous`` level (``"wal/1"``): what a power
-    loss would take from its last commit (``_harness/powerloss.py``). Read through a cursor of
-    the base class, so no hook and no ``row_factory`` of the user's is involved."""
+    loss would take from its last commit (``_harness/storage/powerloss.py``). Read through a
+    cursor of the base class, so no hook and no ``row_factory`` of the user's is involved."""
     try:
         cursor = sqlite3.Cursor(conn)
         cursor.row_factory = None

@@ -25,7 +25,7 @@ Actions
     Tell the harness, then stop the whole process with ``SIGSTOP`` (every thread, at once),
     exactly where a :class:`Kill` would have killed it; the harness copies the durable state,
     which is then what a kill at this call leaves behind, and lets the process go on with
-    ``SIGCONT``. This is how the harness records crash states (``_harness/crashstates.py``).
+    ``SIGCONT``. This is how the harness records crash states (``_harness/storage/crashstates.py``).
 
 Triggers: a fault matches a call when the names are equal (or the fault's point is
 :data:`EVERY_POINT`) and every ``when`` item equals the call's context item; it acts on the
@@ -374,9 +374,7 @@ def crashpoint(name: str, /, **context: object) -> None:
     """
     if _armed is None:
         return None
-    if name == "A":
-        since_last_request.marked_a = True
-    _hit(name, context, defer=False)
+    _hit(name, context, defer=False, by_code=True)
     return None
 
 
@@ -385,14 +383,18 @@ def automatic_crashpoint(name: str, /, **context: object) -> None:
     that an ``"A"`` here does not count as the code marking A itself."""
     if _armed is None:
         return None
-    _hit(name, context, defer=False)
+    _hit(name, context, defer=False, by_code=False)
     return None
 
 
-def _hit(name: str, context: dict[str, object], *, defer: bool) -> None:
+def _hit(name: str, context: dict[str, object], *, defer: bool, by_code: bool) -> None:
+    """One call of fail point ``name`` in an armed process; ``by_code``: the code placed it
+    itself, not the harness's hooks (an ``"A"`` then marks A)."""
     armed = _armed
     if armed is None:
         return
+    if by_code and name == "A":
+        since_last_request.marked_a = True
     ambient = _context.get()
     if ambient:
         context = {**ambient, **context}
@@ -407,9 +409,7 @@ def crashpoint_deferred(name: str, /, **context: object) -> None:
     """
     if _armed is None:
         return None
-    if name == "A":
-        since_last_request.marked_a = True
-    _hit(name, context, defer=True)
+    _hit(name, context, defer=True, by_code=True)
     return None
 
 

@@ -335,6 +335,19 @@ class Ledger:
             raise UnknownAttempt(attempt_id)
         return _attempt_from_row(row)
 
+    def _update(
+        self, op: str, attempt_id: str, assignments: str, values: tuple[object, ...]
+    ) -> Attempt:
+        """Write ``op``: set ``assignments`` (one ``?`` per item of ``values``) and
+        ``updated_at`` on the attempt, in one transaction; the attempt as written."""
+        with self._write(op, attempt_id) as conn:
+            row = conn.execute(
+                f"UPDATE attempts SET {assignments}, updated_at = ? WHERE attempt_id = ? "
+                "RETURNING *",
+                (*values, self._clock(), attempt_id),
+            ).fetchone()
+            return self._returned(row, attempt_id)
+
     @staticmethod
     def _log(
         conn: sqlite3.Connection,
@@ -490,24 +503,16 @@ class Ledger:
     ) -> Attempt:
         """Persist the provider's request id (and the id of what it created, if the answer
         names it) as soon as they are known (safe order, step 4)."""
-        with self._write("record_provider_request_id", attempt_id) as conn:
-            row = conn.execute(
-                "UPDATE attempts SET provider_request_id = ?, "
-                "result_ref = coalesce(?, result_ref), updated_at = ? WHERE attempt_id = ? "
-                "RETURNING *",
-                (provider_request_id, result_ref, self._clock(), attempt_id),
-            ).fetchone()
-            return self._returned(row, attempt_id)
+        return self._update(
+            "record_provider_request_id",
+            attempt_id,
+            "provider_request_id = ?, result_ref = coalesce(?, result_ref)",
+            (provider_request_id, result_ref),
+        )
 
     def defer(self, attempt_id: str, *, until: float, actor: str) -> Attempt:
         """Back off: leave the state alone and set ``next_attempt_at`` (harness time)."""
-        with self._write("defer", attempt_id) as conn:
-            row = conn.execute(
-                "UPDATE attempts SET next_attempt_at = ?, owner = ?, updated_at = ? "
-                "WHERE attempt_id = ? RETURNING *",
-                (until, actor, self._clock(), attempt_id),
-            ).fetchone()
-            return self._returned(row, attempt_id)
+        return self._update("defer", attempt_id, "next_attempt_at = ?, owner = ?", (until, actor))
 
     def claim(self, attempt_id: str, *, owner: str, lease_seconds: float) -> Attempt:
         """Take ownership of an attempt for ``lease_seconds`` of clock time.

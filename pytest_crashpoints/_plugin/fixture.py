@@ -27,12 +27,12 @@ from .marker import CrashMarker
 if TYPE_CHECKING:
     from fake_providers import Script
 
-    from .._harness.context import Context, ProviderSpec
-    from .._harness.explore import CaseRaised, CrashSettings
-    from .._harness.findings import ExplorationReport
-    from .._harness.incident import Incident
-    from .._harness.invariants import Invariant
-    from .._harness.scenario import Scenario
+    from .._harness.case.context import Context, ProviderSpec
+    from .._harness.case.incident import Incident
+    from .._harness.case.scenario import Scenario
+    from .._harness.search.explore import CaseRaised, CrashSettings
+    from .._harness.search.findings import ExplorationReport
+    from .._harness.verdict.invariants import Invariant
     from .._ledger.views import LedgerView
     from .options import SessionOptions
 
@@ -66,7 +66,7 @@ def _workers(
 ) -> tuple[Callable[[Any, Context], object], Callable[[Context], object] | None]:
     """The worker and recovery functions of ``run``'s arguments: a command becomes the
     bridge that runs it. Raises :class:`CrashpointsError` for a choice that is not one."""
-    from .._harness.bridge import CommandRecovery, CommandWorker, message_json
+    from .._harness.case.bridge import CommandRecovery, CommandWorker, message_json
     from ..errors import CrashpointsError
 
     if worker is not None and command is not None:
@@ -171,7 +171,7 @@ class CrashpointsFixture:
         Returns the report when every schedule passed (or, with ``expect=``, when the
         expected violation was caught).
         """
-        from .._harness.explore import CaseRaised
+        from .._harness.search.explore import CaseRaised
         from ..errors import CrashpointsError
 
         self._mark_ran()
@@ -254,7 +254,7 @@ class CrashpointsFixture:
     ) -> Scenario:
         """The scenario of ``run``'s arguments under this test's marker. Raises
         :class:`CrashpointsError` for a test set up wrong."""
-        from .._harness.scenario import Scenario
+        from .._harness.case.scenario import Scenario
         from ..errors import CrashpointsError
 
         providers = self.marker.providers
@@ -285,7 +285,7 @@ class CrashpointsFixture:
     def _check_expected_names(self, scenario: Scenario) -> None:
         """Raises :class:`CrashpointsError` if ``expect=`` names an invariant of the test's
         own that the scenario does not have."""
-        from .._harness.invariants import invariant_name
+        from .._harness.verdict.invariants import invariant_name
         from ..errors import CrashpointsError
 
         named = {invariant_name(check) for check in scenario.invariants}
@@ -300,7 +300,7 @@ class CrashpointsFixture:
     def _settings_of(self, scenario: Scenario) -> CrashSettings:
         """This test's settings; raises :class:`CrashpointsError` if the replay token they
         give names a message the scenario does not have."""
-        from .._harness.token import check_messages, read_token
+        from .._harness.search.token import check_messages, read_token
 
         settings = self.settings()
         if settings.replay is not None:
@@ -317,7 +317,7 @@ class CrashpointsFixture:
         raised (:class:`CaseRaised`) goes up as it is."""
         from hypothesis.statistics import collector, describe_statistics
 
-        from .._harness.explore import CaseRaised, explore
+        from .._harness.search.explore import CaseRaised, explore
         from ..errors import CrashpointsError
 
         def note_statistics(stats: Any) -> None:
@@ -391,7 +391,7 @@ class CrashpointsFixture:
     def _conclude(self, report: ExplorationReport, settings: CrashSettings) -> ExplorationReport:
         """The verdict on ``report``: returned when the test passed (or caught what it
         expected), else ``pytest.fail`` with why."""
-        from .._harness.findings import render_failure
+        from .._harness.search.findings import render_failure
 
         if report.failure is not None and (
             report.failure.disagreement is not None or report.failure.inconclusive
@@ -411,8 +411,8 @@ class CrashpointsFixture:
 
     def _check_caught(self, report: ExplorationReport) -> None:
         """Fail the test unless ``report`` broke every invariant it expected broken."""
-        from .._harness.findings import render_failure
-        from .._harness.invariants import invariant_key
+        from .._harness.search.findings import render_failure
+        from .._harness.verdict.invariants import invariant_key
 
         expected = self.marker.expect
         found = set(report.failure.invariants) if report.failure else set()
@@ -454,7 +454,7 @@ def _reference(
     recovery on ``reference_messages`` (``None``: no check)."""
     if reference_messages is None:
         return None
-    from .._harness.reference import reference_recovery, reference_worker
+    from .._harness.case.reference import reference_recovery, reference_worker
 
     return dataclasses.replace(
         scenario,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from .._harness.invariants import Invariant
+    from .._harness.verdict.invariants import Invariant
 
 __all__ = ["pytest_crashpoints_invariants"]
 

@@ -21,8 +21,8 @@ from importlib.resources import files
 from string import Template
 from typing import Any
 
-from .._harness.invariants import INVARIANTS
-from .._harness.schedule import COVERAGE_KINDS
+from .._harness.case.schedule import COVERAGE_KINDS
+from .._harness.verdict.invariants import INVARIANTS
 from .markup import anchor, escape
 from .summary import verdict_of
 from .swimlane import readable, swimlane

@@ -10,8 +10,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from .._harness.context import ProviderSpec
-from .._harness.invariants import invariant_key
+from .._harness.case.context import ProviderSpec
+from .._harness.verdict.invariants import invariant_key
 from .._inject.failpoints import CRASH_POINTS
 from ..errors import CrashpointsError
 from .options import ENGINES, MODES, START_METHODS
@@ -127,7 +127,7 @@ def _expect(value: object) -> tuple[int | str, ...]:
 
 def _faults(value: object, points: tuple[str, ...]) -> tuple[str, ...] | None:
     """The chosen fault kinds, each allowed by ``points``."""
-    from .._harness.schedule import FAULT_KINDS
+    from .._harness.case.schedule import FAULT_KINDS
 
     if value is None:
         return None

@@ -33,18 +33,19 @@ START_METHODS = ("fork", "spawn")
 # reads "crashpoints: --crashpoints-X has the value 'v': it must be ...".
 
 
-def _whole(text: str, must: str) -> int:
+def _whole(text: str, must: str, *, least: int) -> int:
+    """``text`` as a whole number of ``least`` or more; ``ValueError(must)`` otherwise."""
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
         raise ValueError(must) from None
+    if value < least:
+        raise ValueError(must)
+    return value
 
 
 def _positive_int(text: str) -> int:
-    must = "it must be a whole number of 1 or more"
-    if _whole(text, must) < 1:
-        raise ValueError(must)
-    return int(text)
+    return _whole(text, "it must be a whole number of 1 or more", least=1)
 
 
 def _positive_float(text: str) -> float:
@@ -73,19 +74,13 @@ def _engine(text: str) -> str:
 def _jobs(text: str) -> int | str:
     if text == "auto":
         return text
-    must = "it must be a whole number of 1 or more, or 'auto'"
-    if _whole(text, must) < 1:
-        raise ValueError(must)
-    return int(text)
+    return _whole(text, "it must be a whole number of 1 or more, or 'auto'", least=1)
 
 
 def _seed(text: str) -> int | str:
     if text == "last":
         return text
-    must = "it must be a whole number of 0 or more, or 'last'"
-    if _whole(text, must) < 0:
-        raise ValueError(must)
-    return int(text)
+    return _whole(text, "it must be a whole number of 0 or more, or 'last'", least=0)
 
 
 def _flag(text: str) -> bool:
@@ -117,7 +112,7 @@ def _shard(text: str) -> tuple[int, int] | None:
 
 
 def _token(text: str) -> str:
-    from .._harness.token import read_token
+    from .._harness.search.token import read_token
     from ..errors import CrashpointsError
 
     try:

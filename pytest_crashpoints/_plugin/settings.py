@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .._harness.explore import CrashSettings
+    from .._harness.search.explore import CrashSettings
     from .marker import CrashMarker
     from .options import SessionOptions
 
@@ -18,7 +18,7 @@ __all__ = ["AUTO_JOBS_LIMIT", "auto_jobs", "resolve"]
 
 def resolve(marker: CrashMarker, options: SessionOptions, *, seed: int | None) -> CrashSettings:
     """The settings a crash test runs with."""
-    from .._harness.explore import CrashSettings
+    from .._harness.search.explore import CrashSettings
 
     mode = marker.mode or options.mode
     max_faults = marker.max_faults or options.max_faults

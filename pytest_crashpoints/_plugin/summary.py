@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .._harness.invariants import invariant_key
-from .._harness.printable import for_terminal
-from .._harness.schedule import COVERAGE_KINDS
+from .._harness.case.schedule import COVERAGE_KINDS
+from .._harness.verdict.invariants import invariant_key
+from .._harness.verdict.printable import for_terminal
 
 __all__ = ["schedule_lines", "summary_lines", "verdict_of"]
 

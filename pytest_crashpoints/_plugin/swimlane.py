@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._harness.history import shown_time
-from .._harness.invariants import INVARIANTS, invariant_key
+from .._harness.verdict.history import shown_time
+from .._harness.verdict.invariants import INVARIANTS, invariant_key
 from .markup import anchor, escape
 
 __all__ = ["readable", "swimlane"]

@@ -15,7 +15,7 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from .._inject.failpoints import Fault
 from ..errors import HarnessUsageError
@@ -24,9 +24,33 @@ from .clock import HarnessClock
 from .handle import StartMethod, Worker, register, start_process
 from .outcome import Outcome
 
-__all__ = ["DEFAULT_TIMEOUT", "StartMethod", "run_worker", "start_worker", "stopping_workers"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "StartMethod",
+    "WorkerOptions",
+    "run_worker",
+    "start_worker",
+    "stopping_workers",
+]
 
 DEFAULT_TIMEOUT = 60.0
+
+
+class WorkerOptions(TypedDict, total=False):
+    """The keyword arguments of :func:`start_worker` (see there), which :func:`run_worker`
+    takes too."""
+
+    args: Sequence[object]
+    kwargs: Mapping[str, object] | None
+    faults: Sequence[Fault]
+    timeout: float
+    start_method: StartMethod
+    clock: HarnessClock | None
+    log: str | os.PathLike[str] | None
+
 
 #: Set while the harness is interrupted: no new worker may start (see ``stopping_workers``).
 _stopping = threading.Event()
@@ -107,31 +131,10 @@ def start_worker(
     return worker
 
 
-def run_worker(
-    fn: Callable[..., object],
-    /,
-    *,
-    args: Sequence[object] = (),
-    kwargs: Mapping[str, object] | None = None,
-    faults: Sequence[Fault] = (),
-    timeout: float = DEFAULT_TIMEOUT,
-    start_method: StartMethod = "fork",
-    clock: HarnessClock | None = None,
-    log: str | os.PathLike[str] | None = None,
-) -> Outcome:
+def run_worker(fn: Callable[..., object], /, **options: Unpack[WorkerOptions]) -> Outcome:
     """Run ``fn(*args, **kwargs)`` in a worker process to its end and return the outcome.
 
     Same arguments as :func:`start_worker`. A Pause fault in ``faults`` would wait for a
     release nobody sends and end as :class:`TimedOut`; use :func:`start_worker` to steer gates.
     """
-    worker = start_worker(
-        fn,
-        args=args,
-        kwargs=kwargs,
-        faults=faults,
-        timeout=timeout,
-        start_method=start_method,
-        clock=clock,
-        log=log,
-    )
-    return worker.wait()
+    return start_worker(fn, **options).wait()

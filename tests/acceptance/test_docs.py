@@ -221,11 +221,13 @@ def test_the_architecture_page_names_every_module_and_only_real_ones() -> None:
         for path in package.rglob("*.py")
         if path.name != "__init__.py"
     }
-    named = set(re.findall(r"`((?:_[a-z]+/)?[a-z_]+\.py)`", text)) - {"__init__.py"}
+    named = set(re.findall(r"`((?:_[a-z]+/(?:[a-z]+/)?)?[a-z_]+\.py)`", text)) - {"__init__.py"}
     assert sorted(modules - named) == [], "modules the architecture page does not name"
     assert sorted(named - modules) == [], "the architecture page names modules that do not exist"
-    subpackages = {p.name for p in package.iterdir() if (p / "__init__.py").exists()}
-    assert subpackages <= set(re.findall(r"`(_[a-z]+)/`", text))
+    subpackages = {
+        str(init.parent.relative_to(package)) for init in package.rglob("*/__init__.py")
+    }
+    assert sorted(subpackages - set(re.findall(r"`((?:_?[a-z]+/)*_?[a-z]+)/`", text))) == []
 
 
 def test_the_javascript_helper_shown_is_the_one_the_node_scenario_runs() -> None:

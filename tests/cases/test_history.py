@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pytest_crashpoints import ProviderSpec
-from pytest_crashpoints._harness.history import History
+from pytest_crashpoints._harness.verdict.history import History
 from pytest_crashpoints.harness import Deliver, KillAt, Schedule, run_case
 
 from .test_reference_sweep import scenario

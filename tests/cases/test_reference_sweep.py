@@ -17,8 +17,8 @@ from pytest_crashpoints import (
     reference_recovery,
     reference_worker,
 )
-from pytest_crashpoints._harness.context import CaseEnv
-from pytest_crashpoints._harness.engine import StatesEngine
+from pytest_crashpoints._harness.case.context import CaseEnv
+from pytest_crashpoints._harness.search.engine import StatesEngine
 from pytest_crashpoints.harness import (
     CrashSettings,
     Deliver,
@@ -189,7 +189,7 @@ def _three_unknown_emails(ctx: Any) -> None:
 
 
 def test_two_recoveries_racing_never_dispatch_twice(tmp_path: Path) -> None:
-    from pytest_crashpoints._harness.world import World
+    from pytest_crashpoints._harness.case.world import World
     from pytest_crashpoints._process.interleaving import run_interleaved
 
     spec = ProviderSpec("email", search_lag=0.0)

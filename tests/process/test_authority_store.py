@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pytest_crashpoints import Authority
-from pytest_crashpoints._harness.authority_store import AuthorityStore
+from pytest_crashpoints._harness.storage.authority_store import AuthorityStore
 from pytest_crashpoints._process.outcome import Completed
 from pytest_crashpoints._process.worker import run_worker
 from pytest_crashpoints.errors import HarnessUsageError, UnknownTask

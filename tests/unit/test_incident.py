@@ -13,7 +13,7 @@ import pytest
 
 from fake_providers import Exported
 from pytest_crashpoints import Authority, Incident, ProviderSpec, State
-from pytest_crashpoints._harness.incident import _task_of, ledger_times, place_ledger
+from pytest_crashpoints._harness.case.incident import _task_of, ledger_times, place_ledger
 from pytest_crashpoints._ledger.records import Attempt
 from pytest_crashpoints.errors import CrashpointsError
 from pytest_crashpoints.harness import Scenario

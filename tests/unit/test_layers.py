@@ -29,11 +29,17 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "pytest_crashpoints.ledger": ("pytest_crashpoints._agent",),
     "fake_providers": ("pytest_crashpoints.ledger",),
     "pytest_crashpoints._process": ("pytest_crashpoints._inject",),
-    "pytest_crashpoints._harness": (
+    # The harness, by job: a case's files, then the verdict on them, then one case, then the
+    # search over many.
+    "pytest_crashpoints._harness.storage": (
         "pytest_crashpoints._agent",
         "pytest_crashpoints._process",
         "fake_providers",
     ),
+    "pytest_crashpoints._harness.verdict": ("pytest_crashpoints._harness.storage",),
+    "pytest_crashpoints._harness.case": ("pytest_crashpoints._harness.verdict",),
+    "pytest_crashpoints._harness.search": ("pytest_crashpoints._harness.case",),
+    "pytest_crashpoints._harness": ("pytest_crashpoints._harness.search",),
     "pytest_crashpoints.harness": ("pytest_crashpoints._harness",),
     "pytest_crashpoints._plugin": ("pytest_crashpoints._harness",),
     "pytest_crashpoints.plugin": ("pytest_crashpoints._plugin",),
@@ -217,6 +223,15 @@ def test_no_file_outside_the_package_imports_a_private_module() -> None:
                     if parts[0] == "pytest_crashpoints" and any(p.startswith("_") for p in parts):
                         offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: {name}")
     assert offenders == []
+
+
+def test_no_two_modules_of_the_package_share_a_name() -> None:
+    """The name alone tells which module a traceback means."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "pytest_crashpoints").rglob("*.py")):
+        name = path.parent.name if path.name == "__init__.py" else path.stem
+        seen.setdefault(name, []).append(str(path.relative_to(ROOT)))
+    assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}
 
 
 def test_the_top_level_api_is_small() -> None:

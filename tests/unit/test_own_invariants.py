@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import pytest
 
 from pytest_crashpoints import reference_worker
-from pytest_crashpoints._harness.evidence import ProviderRequest
-from pytest_crashpoints._harness.invariants import check_own
+from pytest_crashpoints._harness.verdict.evidence import ProviderRequest
+from pytest_crashpoints._harness.verdict.invariants import check_own
 from pytest_crashpoints.errors import HarnessUsageError
 from pytest_crashpoints.harness import Evidence, Scenario, Violation
 

@@ -8,10 +8,9 @@ import itertools
 import pytest
 from hypothesis import given, settings
 
-from pytest_crashpoints._harness.schedule import (
-    KIND_LABELS,
+from pytest_crashpoints._harness.case.schedule import KIND_LABELS, between_calls
+from pytest_crashpoints._harness.search.space import (
     Space,
-    between_calls,
     covering_schedules,
     enumerate_schedules,
     probe_kills,

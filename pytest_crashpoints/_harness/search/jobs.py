@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
-from .._process.worker import stopping_workers
+from ..._process.worker import stopping_workers
 
 __all__ = ["run_in_order"]
 

@@ -23,13 +23,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from .._process.clock import HarnessClock
-from ..errors import HarnessError
+from ..._process.clock import HarnessClock
+from ...errors import HarnessError
 from . import scratch
 from .authority_store import AuthorityStore
 
 if TYPE_CHECKING:
-    from .._process.handle import StartMethod
+    from ..._process.handle import StartMethod
 
 __all__ = ["RunDir"]
 
@@ -124,8 +124,8 @@ class RunDir:
         connections). Raises :class:`~pytest_crashpoints.errors.HarnessError` if the copy
         fails.
         """
-        from .._process.outcome import Completed
-        from .._process.worker import run_worker
+        from ..._process.outcome import Completed
+        from ..._process.worker import run_worker
 
         outcome = run_worker(
             _copy_tree,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
-from .._ledger.records import Attempt
+from ..._ledger.records import Attempt
 from .evidence import Evidence, ExpectedEffect, ProviderRequest
 
 __all__ = [
@@ -35,9 +35,7 @@ LINK_COLUMNS = ("idempotency_key", "provider_request_id", "result_ref")
 
 def stored_links(attempt: Attempt, evidence: Evidence) -> frozenset[str]:
     """The values the row stored that may name a request or what it created."""
-    values = [
-        getattr(attempt, column) for column in LINK_COLUMNS if evidence.reads(column)
-    ]
+    values = [getattr(attempt, column) for column in LINK_COLUMNS if evidence.reads(column)]
     return frozenset(str(value) for value in values if value)
 
 

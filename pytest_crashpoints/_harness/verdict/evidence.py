@@ -14,9 +14,9 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from .._ledger.authority import Authority
-from .._ledger.records import Attempt, Event, QueueEntry
-from .authority_store import AuthorityChange
+from ..._ledger.authority import Authority
+from ..._ledger.records import Attempt, Event, QueueEntry
+from ..storage.authority_store import AuthorityChange
 
 __all__ = [
     "Evidence",

@@ -19,8 +19,8 @@ import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from .._ledger.authority import Authority, format_scope, parse_scope
-from ..errors import HarnessUsageError, UnknownTask
+from ..._ledger.authority import Authority, format_scope, parse_scope
+from ...errors import HarnessUsageError, UnknownTask
 
 __all__ = ["AuthorityChange", "AuthorityStore"]
 

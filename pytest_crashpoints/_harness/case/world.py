@@ -14,13 +14,13 @@ import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._ledger.authority import Authority
-from .._ledger.records import Attempt, Event, QueueEntry
-from ..errors import LedgerError
-from .authority_store import AuthorityChange
+from ..._ledger.authority import Authority
+from ..._ledger.records import Attempt, Event, QueueEntry
+from ...errors import LedgerError
+from ..storage.authority_store import AuthorityChange
+from ..storage.crashstates import RunDirReader
+from ..verdict.evidence import ProviderRequest
 from .context import CaseEnv, Context, authority_fingerprint, key_secret, make_provider
-from .crashstates import RunDirReader
-from .evidence import ProviderRequest
 from .incident import PRODUCTION
 from .scenario import Scenario
 
@@ -29,9 +29,9 @@ if TYPE_CHECKING:
 
     from fake_providers import Admit, ModelCall, Provider, Server
 
-    from .._ledger.views import LedgerView
-    from .._process.clock import HarnessClock
-    from .authority_store import AuthorityStore
+    from ..._ledger.views import LedgerView
+    from ..._process.clock import HarnessClock
+    from ..storage.authority_store import AuthorityStore
 
 __all__ = ["World", "authority_text"]
 
@@ -50,8 +50,8 @@ class World:
         import contextlib
         import secrets
 
-        from .._process.clock import HarnessClock
-        from .authority_store import AuthorityStore
+        from ..._process.clock import HarnessClock
+        from ..storage.authority_store import AuthorityStore
 
         self.scenario = scenario
         #: Why the ledger view could not be read during the current case (``None``: it
@@ -134,9 +134,7 @@ class World:
         provider = self.providers[name]
 
         def admit(request: httpx.Request, client: tuple[str, int]) -> str | None:
-            label = derived_label(
-                provider.credential(request), signing_secret=self._signing_secret
-            )
+            label = derived_label(provider.credential(request), signing_secret=self._signing_secret)
             if label is not None:
                 process = label.rpartition(".")[0]
                 if process == "harness" or process in self.live:
@@ -155,8 +153,8 @@ class World:
         import os
         import urllib.parse
 
-        from .._process.handle import live_worker_pids
-        from .._process.peers import process_groups, sender
+        from ..._process.handle import live_worker_pids
+        from ..._process.peers import process_groups, sender
 
         if not os.path.isdir("/proc/net"):
             return True
@@ -462,8 +460,8 @@ def _preamble(request: httpx.Request, response: httpx.Response) -> bytes:
     it; the harness's own requests do not."""
     from fake_providers import PROVIDERS, ResponseInfo
 
-    from .._inject.failpoints import MODEL_POINT
-    from .._inject.wire import encode_preamble
+    from ..._inject.failpoints import MODEL_POINT
+    from ..._inject.wire import encode_preamble
 
     info = response.extensions.get("crashpoints")
     if not isinstance(info, ResponseInfo) or not info.label or info.plumbing:

@@ -31,7 +31,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ..errors import HarnessUsageError
+from ...errors import HarnessUsageError
 
 __all__ = ["ENV", "configure", "describe", "root"]
 

@@ -47,8 +47,8 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from .._inject.failpoints import crashpoint
-from ..errors import CrashpointsError
+from ..._inject.failpoints import crashpoint
+from ...errors import CrashpointsError
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -231,6 +231,8 @@ class FailpointServer(Endpoint):
         credential: str | None = None,
     ) -> None:
         super().__init__(
-            _Protocol(now, epoch, tasks), credential=credential, max_body=MAX_BODY,
+            _Protocol(now, epoch, tasks),
+            credential=credential,
+            max_body=MAX_BODY,
             name="failpoints",
         )

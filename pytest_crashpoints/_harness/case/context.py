@@ -29,19 +29,19 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._ledger.authority import Authority
-from ..errors import CrashpointsError
+from ..._ledger.authority import Authority
+from ...errors import CrashpointsError
 
 if TYPE_CHECKING:
     import httpx
 
     from fake_providers import HttpApi, McpServer, Provider
 
-    from .._agent.recovery import RecoveryAction, RecoveryPolicy
-    from .._ledger.sqlite import Ledger
-    from .._process.clock import HarnessClock
-    from .authority_store import AuthorityStore
-    from .rundir import RunDir
+    from ..._agent.recovery import RecoveryAction, RecoveryPolicy
+    from ..._ledger.sqlite import Ledger
+    from ..._process.clock import HarnessClock
+    from ..storage.authority_store import AuthorityStore
+    from ..storage.rundir import RunDir
 
 __all__ = [
     "CaseEnv",
@@ -176,7 +176,7 @@ class CaseEnv:
     @property
     def run_dir(self) -> RunDir:
         """The run directory's layout (one place names every file in it)."""
-        from .rundir import RunDir
+        from ..storage.rundir import RunDir
 
         return RunDir(self.path)
 
@@ -249,7 +249,7 @@ class Context:
 
     @cached_property
     def clock(self) -> HarnessClock:
-        from .._process.clock import HarnessClock
+        from ..._process.clock import HarnessClock
 
         return HarnessClock(self.env.clock_path)
 
@@ -260,13 +260,13 @@ class Context:
     @cached_property
     def ledger(self) -> Ledger:
         """The case's reference ledger, on the harness clock."""
-        from .._ledger.sqlite import Ledger
+        from ..._ledger.sqlite import Ledger
 
         return Ledger(self.env.ledger_path, clock=self.clock.now)
 
     @cached_property
     def _authorities(self) -> AuthorityStore:
-        from .authority_store import AuthorityStore
+        from ..storage.authority_store import AuthorityStore
 
         return AuthorityStore(self.env.authority_path, clock=self.clock.now, create=False)
 
@@ -278,7 +278,7 @@ class Context:
         """The authority ``task_id`` held at time ``at`` (for ledger views whose table does
         not store it). ``at`` is harness seconds (``ctx.now()``) or, for a ledger stamped
         with ``time.time()`` inside a worker, the pinned wall time: both are understood."""
-        from .._process.clock import HARNESS_EPOCH
+        from ..._process.clock import HARNESS_EPOCH
 
         epoch = HARNESS_EPOCH.timestamp()
         if at >= epoch:
@@ -394,7 +394,7 @@ class Context:
 
         import fake_providers
 
-        from .._inject.transport import CrashTransport
+        from ..._inject.transport import CrashTransport
 
         if self.env.spec(provider).is_model:
             # The model answers from the script the harness holds: reach it where it serves.
@@ -427,7 +427,7 @@ class Context:
 
         import fake_providers
 
-        from .._inject.transport import AsyncCrashTransport
+        from ..._inject.transport import AsyncCrashTransport
 
         if self.env.spec(provider).is_model:
             # The model answers from the script the harness holds: reach it where it serves.
@@ -451,7 +451,7 @@ class Context:
 
         ``search_lag_bound``: how old a send must be before a search that does not show it
         proves it absent (default: twice the longest declared lag, and at least 300 s)."""
-        from .._agent.adapters import reference_adapters
+        from ..._agent.adapters import reference_adapters
 
         specs = {spec.name: spec for spec in self.env.providers}
         lag = search_lag_bound
@@ -474,7 +474,7 @@ class Context:
         policy: RecoveryPolicy | None = None,
     ) -> list[RecoveryAction]:
         """Run the reference recovery on this case's ledger as this process."""
-        from .._agent.recovery import recover
+        from ..._agent.recovery import recover
 
         return recover(
             self.ledger,

@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
 
-from ..errors import CrashpointsError
-from .schedule import _STEP_TYPES, Schedule
+from ...errors import CrashpointsError
+from ..case.schedule import _STEP_TYPES, Schedule
 
 __all__ = [
     "Token",

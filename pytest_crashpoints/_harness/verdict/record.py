@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .._ledger.authority import format_scope
-from .._ledger.records import Attempt
+from ..._ledger.authority import format_scope
+from ..._ledger.records import Attempt
 from .history import TimelineRow
 from .invariants import Violation
 

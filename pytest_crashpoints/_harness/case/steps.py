@@ -19,18 +19,18 @@ import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._inject.commits import install_commit_hooks
-from .._inject.failpoints import Fault, Kill, Pause, Raise, crashpoint
-from .._inject.wire import install_wire_hooks
-from .._process.calling import call_to_completion
-from .._process.clock import prime_wall_time_pins
-from .._process.delivery import deliver_concurrently
-from .._process.forkserver import serving
-from .._process.interleaving import run_interleaved
-from .._process.outcome import Completed, Killed, Raised, TimedOut
-from .._process.worker import start_worker
-from ..errors import CrashpointsError, WorkerNotPaused
-from .agentfiles import (
+from ..._inject.commits import install_commit_hooks
+from ..._inject.failpoints import Fault, Kill, Pause, Raise, crashpoint
+from ..._inject.wire import install_wire_hooks
+from ..._process.calling import call_to_completion
+from ..._process.clock import prime_wall_time_pins
+from ..._process.delivery import deliver_concurrently
+from ..._process.forkserver import serving
+from ..._process.interleaving import run_interleaved
+from ..._process.outcome import Completed, Killed, Raised, TimedOut
+from ..._process.worker import start_worker
+from ...errors import CrashpointsError, WorkerNotPaused
+from ..storage.agentfiles import (
     Backup,
     agent_files,
     install_sync_log,
@@ -38,11 +38,11 @@ from .agentfiles import (
     lose_unsynced_file,
     synced_sizes,
 )
+from ..storage.powerloss import lose_unsynced, lossy_databases, refusal
+from ..verdict.evidence import Incident, Observation
+from ..verdict.history import History
 from .bridge import CommandWorker, command_output
 from .context import CaseEnv, Context
-from .evidence import Incident, Observation
-from .history import History
-from .powerloss import lose_unsynced, lossy_databases, refusal
 from .scenario import Recovery, Scenario, WorkerFn
 from .schedule import (
     COMMIT_ERRORS,
@@ -64,8 +64,8 @@ from .schedule import (
 from .world import World
 
 if TYPE_CHECKING:
-    from .._process.handle import Worker
-    from .._process.outcome import Outcome
+    from ..._process.handle import Worker
+    from ..._process.outcome import Outcome
 
     StandIn = Callable[[Callable[..., object], Sequence[object], KillAt | None], Outcome]
 
@@ -851,10 +851,10 @@ def _prepare_parent() -> None:
 
     import fake_providers  # noqa: F401
 
-    from .._agent import adapters, recovery, toolcall  # noqa: F401
-    from .._inject import commits, transport, wire  # noqa: F401
-    from .._ledger import sqlite  # noqa: F401
-    from . import authority_store, reference  # noqa: F401
+    from ..._agent import adapters, recovery, toolcall  # noqa: F401
+    from ..._inject import commits, transport, wire  # noqa: F401
+    from ..._ledger import sqlite  # noqa: F401
+    from . import reference  # noqa: F401
 
     # The resolver loads its name-service modules on first use: once here, not per child.
     with contextlib.suppress(OSError):

@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .._ledger.records import Event
+from ..._ledger.records import Event
 from .evidence import ProviderRequest
 
 __all__ = ["HISTORY_VERSION", "Entry", "History", "TimelineRow", "render_timeline"]
@@ -236,7 +236,7 @@ def shown_time(at: float) -> str:
         return f"{at:g}s"
     import datetime as dt
 
-    from .._process.clock import HARNESS_EPOCH
+    from ..._process.clock import HARNESS_EPOCH
 
     wall = HARNESS_EPOCH + dt.timedelta(seconds=round(at))
     return wall.strftime("%Y-%m-%dT%H:%M:%SZ")

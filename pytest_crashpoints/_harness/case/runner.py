@@ -26,15 +26,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._ledger.records import Attempt, Event
-from .authority_store import AuthorityChange
+from ..._ledger.records import Attempt, Event
+from ..storage.authority_store import AuthorityChange
+from ..verdict.evidence import Evidence, ExpectedEffect, ProviderRequest, RecoveryRerun
+from ..verdict.history import History, render_timeline
+from ..verdict.invariants import Violation, check_all, check_own, unchecked
+from ..verdict.linking import stored_links
+from ..verdict.record import case_record
 from .context import CaseEnv
-from .evidence import Evidence, ExpectedEffect, ProviderRequest, RecoveryRerun
-from .history import History, render_timeline
-from .invariants import Violation, check_all, check_own, unchecked
-from .linking import stored_links
 from .quiet import QUIET_ROUNDS, QUIET_STEP, killed_recovery_diff, needs_recovery, quiet, snapshot
-from .record import case_record
 from .scenario import Scenario
 from .schedule import KillAt, Schedule
 from .steps import INCONCLUSIVE, CaseRun, fork_server_for
@@ -144,7 +144,7 @@ def run_case(
     removed when the case passes (unless ``keep``) and kept, its path in the result, when it
     fails.
     """
-    from .rundir import RunDir
+    from ..storage.rundir import RunDir
 
     run = RunDir.create(base_dir, name)
     env = CaseEnv(str(run.path), scenario.providers, scenario.transport_points)
@@ -332,7 +332,7 @@ def verdict(
     evidence = dataclasses.replace(evidence, timeline=render_timeline(rows))
     broken = next((c for c in ending.model_calls if c.error), None)
     if broken is not None:
-        from ..errors import ScriptError
+        from ...errors import ScriptError
 
         raise ScriptError(
             f"the model's script has no answer for what "

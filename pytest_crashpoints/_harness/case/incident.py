@@ -30,17 +30,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import CrashpointsError
+from ...errors import CrashpointsError
 
 if TYPE_CHECKING:
     from fake_providers import ApiKey, Exported, Provider
 
-    from .._ledger.authority import Authority
-    from .._ledger.records import Attempt
-    from .._ledger.views import LedgerView
-    from .._process.clock import HarnessClock
+    from ..._ledger.authority import Authority
+    from ..._ledger.records import Attempt
+    from ..._ledger.views import LedgerView
+    from ..._process.clock import HarnessClock
+    from ..verdict.evidence import ExpectedEffect, ProviderRequest
     from .context import CaseEnv, Context
-    from .evidence import ExpectedEffect, ProviderRequest
 
 __all__ = ["PRODUCTION", "Incident", "history"]
 
@@ -140,7 +140,7 @@ class Incident:
         """Put the incident's ledger and objects in ``world``, and its clock at the incident."""
         from fake_providers import ExportError, read_export
 
-        from .._process.clock import HARNESS_EPOCH
+        from ..._process.clock import HARNESS_EPOCH
 
         times: list[float] = []
         if self.ledger is not None:
@@ -151,8 +151,9 @@ class Incident:
         try:
             for name, path in self.exports.items():
                 provider = world.providers[name]
-                exported.append((name, provider.exported_objects(read_export(path),
-                                                                 where=str(path))))
+                exported.append(
+                    (name, provider.exported_objects(read_export(path), where=str(path)))
+                )
         except ExportError as exc:
             raise CrashpointsError(f"the incident's export cannot be read: {exc}") from None
         created = [obj.created for _, objects in exported for obj in objects if obj.created]
@@ -174,7 +175,7 @@ class Incident:
     def _set_clock(self, world: World, times: Sequence[float]) -> None:
         """The clock at ``at``, else a minute after the newest of ``times`` (the exported
         objects' and the ledger's)."""
-        from .._process.clock import HARNESS_EPOCH
+        from ..._process.clock import HARNESS_EPOCH
 
         if self.at is not None:
             when = self.at.timestamp()
@@ -197,7 +198,7 @@ def history(effects: Iterable[ProviderRequest]) -> list[ExpectedEffect]:
     """The incident's objects that belong to no message of the test: each case holds them
     from the start, as the baseline must (an object of a message counts as that message's
     effect, which the baseline has already)."""
-    from .evidence import ExpectedEffect
+    from ..verdict.evidence import ExpectedEffect
 
     return [
         ExpectedEffect(e.provider, e.kind, e.payload_hash, None, e.task_id, e.request_id)
@@ -256,10 +257,13 @@ def ledger_times(path: Path) -> list[float]:
     if head == _SQLITE_HEADER:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
-            tables = [r[0] for r in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' "
-                "AND name NOT LIKE 'sqlite_%'"
-            )]
+            tables = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' "
+                    "AND name NOT LIKE 'sqlite_%'"
+                )
+            ]
             for table in tables:
                 quoted = '"' + table.replace('"', '""') + '"'
                 for row in conn.execute(f"SELECT * FROM {quoted} LIMIT {_SCAN_LIMIT}"):

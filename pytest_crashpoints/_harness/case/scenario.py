@@ -6,17 +6,17 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .._ledger.authority import Authority
-from ..errors import CrashpointsError
+from ..._ledger.authority import Authority
+from ...errors import CrashpointsError
 from .context import Context, ProviderSpec
 
 if TYPE_CHECKING:
     from fake_providers import Script
 
-    from .._ledger.views import LedgerView
-    from .._process.handle import StartMethod
+    from ..._ledger.views import LedgerView
+    from ..._process.handle import StartMethod
+    from ..verdict.invariants import Invariant
     from .incident import Incident
-    from .invariants import Invariant
 
 __all__ = ["Recovery", "Scenario", "WorkerFn"]
 
@@ -67,8 +67,8 @@ class Scenario:
     def __post_init__(self) -> None:
         from fake_providers import Script
 
-        from .._process.calling import check_callable
-        from .invariants import check_invariants
+        from ..._process.calling import check_callable
+        from ..verdict.invariants import check_invariants
 
         check_callable(self.worker, role="worker", arguments=("message", "ctx"))
         check_invariants(self.invariants)

@@ -30,21 +30,19 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from .._inject.failpoints import CRASH_POINTS
-from .._process.memory import release_freed_memory
-from ..errors import CrashpointsError
-from .case import CaseResult, run_case
+from ..._inject.failpoints import CRASH_POINTS
+from ..._process.memory import release_freed_memory
+from ...errors import CrashpointsError
+from ..case.runner import CaseResult, run_case
+from ..case.scenario import Scenario
+from ..case.schedule import COVERAGE_KINDS, KIND_LABELS, Deliver, Schedule
+from ..case.steps import INCONCLUSIVE, fork_server_for
+from ..verdict.evidence import ExpectedEffect
+from ..verdict.invariants import invariant_key
 from .engine import KEEP_BUDGET, StatesEngine, states_supported
-from .evidence import ExpectedEffect
 from .findings import ExplorationReport, Failure
-from .invariants import invariant_key
 from .jobs import run_in_order
-from .scenario import Scenario
-from .schedule import (
-    COVERAGE_KINDS,
-    KIND_LABELS,
-    Deliver,
-    Schedule,
+from .space import (
     Space,
     covering_schedules,
     enumerate_schedules,
@@ -52,7 +50,6 @@ from .schedule import (
     races_placed,
     unplaced_faults,
 )
-from .steps import INCONCLUSIVE, fork_server_for
 from .token import decode_token, replay_token
 
 __all__ = ["CaseRaised", "CrashSettings", "explore"]
@@ -228,11 +225,12 @@ class _Explorer:
     def _place_power_loss(self, space: Space) -> None:
         """A power loss is tried where the fault-free run committed without syncing; where
         it never did, or where the settings could corrupt the file, the report says why."""
-        from .powerloss import refusal
+        from ..storage.powerloss import refusal
 
         refused = {
             f"power loss on {name} ({reason})"
-            for found in space.lossy for name, sync in found
+            for found in space.lossy
+            for name, sync in found
             if (reason := refusal(sync)) is not None
         }
         self.report.not_applicable += sorted(refused)
@@ -281,9 +279,7 @@ class _Explorer:
         placed = dataclasses.replace(space, recovery_reach=frozenset(reach))
         self.report.not_applicable += unplaced_faults(placed)
         if races_placed(space) and not races_placed(placed):
-            self.report.declared = tuple(
-                p for p in self.report.declared if p != "racing recovery"
-            )
+            self.report.declared = tuple(p for p in self.report.declared if p != "racing recovery")
         return placed
 
     def plan(self, more: int) -> None:
@@ -462,7 +458,7 @@ class _Explorer:
         from hypothesis import HealthCheck, given, seed
         from hypothesis import settings as hsettings
 
-        from .schedule import schedules
+        from .space import schedules
 
         failing: list[CaseResult] = []
         #: The first schedule whose case raised inside the harness, and what it raised.

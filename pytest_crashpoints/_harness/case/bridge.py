@@ -30,7 +30,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import CommandFailed, HarnessUsageError
+from ...errors import CommandFailed, HarnessUsageError
 from .context import CaseEnv, Context
 
 __all__ = ["CommandRecovery", "CommandWorker", "command_output", "command_env"]
@@ -72,7 +72,7 @@ class CommandWorker:
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        from .._process.program import check_command
+        from ..._process.program import check_command
 
         object.__setattr__(self, "argv", check_command(self.argv, what="command"))
 
@@ -89,7 +89,7 @@ class CommandRecovery:
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        from .._process.program import check_command
+        from ..._process.program import check_command
 
         object.__setattr__(self, "argv", check_command(self.argv, what="recover_command"))
 
@@ -145,8 +145,8 @@ def run_bridge(
     import contextlib
     import secrets
 
-    from .._process.clock import HARNESS_EPOCH
-    from .._process.program import describe_exit, start_command, tail
+    from ..._process.clock import HARNESS_EPOCH
+    from ..._process.program import describe_exit, start_command, tail
     from .failpoint_server import FailpointServer
     from .relay import Relay
 
@@ -206,7 +206,7 @@ def run_bridge(
 def command_output(env: CaseEnv, who: str) -> list[str]:
     """For the timeline: the last lines a command of process ``who`` wrote to each stream
     (nothing for a process that ran no command)."""
-    from .._process.program import tail
+    from ..._process.program import tail
 
     out: list[str] = []
     for stream in ("stdout", "stderr"):

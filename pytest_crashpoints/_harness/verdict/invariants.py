@@ -16,11 +16,11 @@ import inspect
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 
-from .._ledger.args import args_hash as hash_args
-from .._ledger.authority import Authority, format_scope
-from .._ledger.records import Attempt
-from .._ledger.states import FINAL_STATES, State
-from ..errors import HarnessUsageError
+from ..._ledger.args import args_hash as hash_args
+from ..._ledger.authority import Authority, format_scope
+from ..._ledger.records import Attempt
+from ..._ledger.states import FINAL_STATES, State
+from ...errors import HarnessUsageError
 from .evidence import Evidence, ProviderRequest
 from .linking import LINK_COLUMNS, compare_with_baseline, requests_of, twin_of
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from .._agent.toolcall import guarded_call
-from .._ledger.authority import Authority
-from .._ledger.records import Attempt
-from .._ledger.states import State
-from ..errors import CrashpointsError
+from ..._agent.toolcall import guarded_call
+from ..._ledger.authority import Authority
+from ..._ledger.records import Attempt
+from ..._ledger.states import State
+from ...errors import CrashpointsError
 from .context import Context
 
 __all__ = [
@@ -71,8 +71,7 @@ def _refuse(
     authority = started or ctx.authority_at(task_id, 0.0)
     if authority is None:
         raise CrashpointsError(
-            f"task {task_id!r} never held an authority: grant one before delivering its "
-            "messages."
+            f"task {task_id!r} never held an authority: grant one before delivering its messages."
         )
     now = ctx.authority(task_id)
     reason = (

@@ -6,11 +6,11 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from .case import CaseResult
-from .invariants import INVARIANTS, invariant_key
-from .printable import for_terminal
-from .schedule import COVERAGE_KINDS, Schedule, fault_kinds
-from .steps import INCONCLUSIVE
+from ..case.runner import CaseResult
+from ..case.schedule import COVERAGE_KINDS, Schedule, fault_kinds
+from ..case.steps import INCONCLUSIVE
+from ..verdict.invariants import INVARIANTS, invariant_key
+from ..verdict.printable import for_terminal
 
 __all__ = ["ExplorationReport", "Failure", "ScheduleRun", "render_failure"]
 
@@ -258,10 +258,13 @@ def _heading(failure: Failure) -> str:
     """The first line of a failure report: the violations, or, when there are none, what
     the harness could not do (a timeout says so)."""
     if failure.violations or not failure.errors:
-        names = ", ".join(
-            f"{n} ({INVARIANTS[n] if isinstance(n, int) else failure.titles.get(n, n)})"
-            for n in failure.invariants
-        ) or "none"
+        names = (
+            ", ".join(
+                f"{n} ({INVARIANTS[n] if isinstance(n, int) else failure.titles.get(n, n)})"
+                for n in failure.invariants
+            )
+            or "none"
+        )
         return f"crashpoints: {len(failure.violations)} violation(s) of invariant(s) {names}"
     firsts = [error.splitlines()[0] if error else "" for error in failure.errors]
     if failure.inconclusive:
@@ -269,4 +272,3 @@ def _heading(failure: Failure) -> str:
     # Headed by the first error: what went wrong first (later ones often follow from it).
     more = len(firsts) - 1
     return f"crashpoints: harness error: {firsts[0]}" + (f" (and {more} more)" if more else "")
-

@@ -41,20 +41,20 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._inject.failpoints import EVERY_POINT, Fault, Stop
-from .case import CaseResult, Ending, conclude, verdict
-from .context import CaseEnv, Context
-from .crashstates import Blobs, DurableState, RunDirReader, restore
-from .evidence import ExpectedEffect
-from .quiet import needs_recovery, quiet, replay_error
-from .rundir import RunDir
-from .scenario import Scenario
-from .schedule import RECOVERY_POINTS, Deliver, KillAt, Schedule, Step
-from .steps import CaseRun, deliver_entry, fork_server_for, recover_entry
-from .world import World
+from ..._inject.failpoints import EVERY_POINT, Fault, Stop
+from ..case.context import CaseEnv, Context
+from ..case.quiet import needs_recovery, quiet, replay_error
+from ..case.runner import CaseResult, Ending, conclude, verdict
+from ..case.scenario import Scenario
+from ..case.schedule import RECOVERY_POINTS, Deliver, KillAt, Schedule, Step
+from ..case.steps import CaseRun, deliver_entry, fork_server_for, recover_entry
+from ..case.world import World
+from ..storage.crashstates import Blobs, DurableState, RunDirReader, restore
+from ..storage.rundir import RunDir
+from ..verdict.evidence import ExpectedEffect
 
 if TYPE_CHECKING:
-    from .._process.outcome import Outcome
+    from ..._process.outcome import Outcome
 
 __all__ = ["StatesEngine", "states_supported"]
 
@@ -104,7 +104,7 @@ class _Recording:
         """The crash state a kill at ``kill`` leaves, and the outcome the kill has; ``None``
         when the kill never takes effect (its hit is not reached, or a deferred kill finds
         no next fail point) or the recording cannot tell."""
-        from .._process.outcome import Completed, Killed, Raised
+        from ..._process.outcome import Completed, Killed, Raised
 
         if not isinstance(self.outcome, Completed | Raised):
             return None
