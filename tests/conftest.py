@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import gc
+import json
 import os
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -78,7 +80,6 @@ def ledger(tmp_path: pytest.TempPathFactory, clock: ManualClock) -> Ledger:
 
 def assert_follows_the_report_schema(document: object) -> None:
     """Validate a JSON report with jsonschema against the schema the package ships."""
-    import json
     from importlib.resources import files
 
     import jsonschema
@@ -88,6 +89,21 @@ def assert_follows_the_report_schema(document: object) -> None:
         files("pytest_crashpoints").joinpath(f"schemas/report-v{version}.json").read_text()
     )
     jsonschema.Draft202012Validator(schema).validate(document)
+
+
+def run_reported(
+    pytester: pytest.Pytester, *args: str
+) -> tuple[pytest.RunResult, dict[str, dict[str, Any]]]:
+    """Run pytest on ``pytester``'s files in a subprocess, with the plugin on, pytest-randomly
+    off and a JSON report, then ``args``: the run's result and the report's tests, by test
+    name (the node id's last part)."""
+    report = pytester.path / "crashpoints-report.json"
+    report.unlink(missing_ok=True)  # never an earlier run's
+    result = pytester.runpytest_subprocess(
+        "-p", "crashpoints", "-p", "no:randomly", f"--crashpoints-report={report}", *args
+    )
+    tests = json.loads(report.read_text())["tests"]
+    return result, {test["nodeid"].rsplit("::", 1)[1]: test for test in tests}
 
 
 def wait_until(

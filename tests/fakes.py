@@ -1,4 +1,5 @@
-"""In-memory stand-ins shared by the ledger, tool-call and recovery tests."""
+"""In-memory stand-ins shared by the ledger, tool-call and recovery tests, and the authority
+and arguments of the e-mail their tool calls send."""
 
 from __future__ import annotations
 
@@ -8,6 +9,11 @@ from pathlib import Path
 
 from pytest_crashpoints import Absent, Attempt, Authority, Found, Ledger, Receipt, State, args_hash
 from pytest_crashpoints.ledger import JSONValue, LookupResult
+
+#: The authority a task of tenant-7 sends its e-mail under.
+AUTH = Authority.of(tenant_id="tenant-7", credential_scope="email:send", policy_version="p1")
+#: The arguments of that e-mail.
+ARGS = {"to": "a@example.com", "invoice": "inv-7"}
 
 
 @dataclasses.dataclass

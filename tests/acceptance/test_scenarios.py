@@ -13,7 +13,6 @@ forked and killed), so xdist spreads them over the cores.
 from __future__ import annotations
 
 import ast
-import json
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ import pytest
 
 from pytest_crashpoints import Authority, ProviderSpec, reference_recovery, reference_worker
 from pytest_crashpoints.harness import Deliver, KillAt, Scenario, Schedule, run_case
+from tests.conftest import run_reported
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 
@@ -71,20 +71,8 @@ def _run_scenario(
 ) -> tuple[pytest.RunResult, dict[str, Any]]:
     """Run a bundled scenario file or test in a subprocess; its result and its tests'
     reports, by test name."""
-    report = pytester.path / "crashpoints.json"
-    result = pytester.runpytest_subprocess(
-        "-p",
-        "crashpoints",
-        "-p",
-        "no:randomly",
-        "-o",
-        f"cache_dir={pytester.path / '.cache'}",
-        f"--crashpoints-report={report}",
-        *options,
-        str(target),
-    )
-    tests = {t["nodeid"].rsplit("::", 1)[1]: t for t in json.loads(report.read_text())["tests"]}
-    return result, tests
+    cache = f"cache_dir={pytester.path / '.cache'}"
+    return run_reported(pytester, "-o", cache, *options, str(target))
 
 
 def _run(pytester: pytest.Pytester, nodeid: str) -> tuple[pytest.RunResult, dict[str, Any]]:

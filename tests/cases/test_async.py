@@ -71,6 +71,14 @@ def _jobs(ctx: Context) -> sqlite3.Connection:
     return conn
 
 
+async def _send_and_mark_sent(conn: sqlite3.Connection, ctx: Context, job: dict[str, Any]) -> str:
+    """The e-mail of a job marked 'pending', then the job marked 'sent'."""
+    await _send(ctx, job)
+    with conn:
+        conn.execute("UPDATE jobs SET status = 'sent' WHERE id = ?", (job["task_id"],))
+    return "sent"
+
+
 async def blind_mailer(job: dict[str, Any], ctx: Context) -> str:
     """Broken: a job found 'pending' is mailed again (a kill at B sends it twice)."""
     conn = _jobs(ctx)
@@ -79,10 +87,7 @@ async def blind_mailer(job: dict[str, Any], ctx: Context) -> str:
         return "sent"
     with conn:
         conn.execute("INSERT OR IGNORE INTO jobs VALUES (?, 'pending')", (job["task_id"],))
-    await _send(ctx, job)
-    with conn:
-        conn.execute("UPDATE jobs SET status = 'sent' WHERE id = ?", (job["task_id"],))
-    return "sent"
+    return await _send_and_mark_sent(conn, ctx, job)
 
 
 async def careful_mailer(job: dict[str, Any], ctx: Context) -> str:
@@ -97,10 +102,7 @@ async def careful_mailer(job: dict[str, Any], ctx: Context) -> str:
         return "review"
     with conn:
         conn.execute("INSERT INTO jobs VALUES (?, 'pending')", (job["task_id"],))
-    await _send(ctx, job)
-    with conn:
-        conn.execute("UPDATE jobs SET status = 'sent' WHERE id = ?", (job["task_id"],))
-    return "sent"
+    return await _send_and_mark_sent(conn, ctx, job)
 
 
 def jobs_view(ctx: Context) -> SQLiteLedgerView:

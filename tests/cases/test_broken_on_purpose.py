@@ -34,6 +34,7 @@ from pytest_crashpoints.harness import (
     Schedule,
     run_case,
 )
+from scenarios.broken.agents import gives_up_after_crashed_recovery
 
 EMAIL = {"to": "billing@example.com", "subject": "Invoice inv-7", "body": "100 EUR"}
 DEPLOY = {"service": "billing", "version": "1.4.2", "environment": "production"}
@@ -55,6 +56,18 @@ def scenario(
         authorities={"t-1": authority("email:read", "email:write")},
     )
     return dataclasses.replace(base, **kw)
+
+
+def deploy_scenario(recover: Any, **kw: Any) -> Scenario:
+    """:func:`scenario` with one deploy of task ``t-1`` instead (a provider with no lookup),
+    recovered by ``recover``."""
+    return scenario(
+        recover=recover,
+        messages=({"task_id": "t-1", "calls": [{"tool": "deploy", "key": "d-1", "args": DEPLOY}]},),
+        providers=(ProviderSpec("deploy"),),
+        authorities={"t-1": authority("deploy:write")},
+        **kw,
+    )
 
 
 def caught(
@@ -246,12 +259,7 @@ def relink_every_run_recovery(ctx: Context) -> None:
 
 
 def test_6_recovery_that_never_settles(tmp_path: Path) -> None:
-    case = scenario(
-        recover=relink_every_run_recovery,
-        messages=({"task_id": "t-1", "calls": [{"tool": "deploy", "key": "d-1", "args": DEPLOY}]},),
-        providers=(ProviderSpec("deploy"),),
-        authorities={"t-1": authority("deploy:write")},
-    )
+    case = deploy_scenario(relink_every_run_recovery)
     result = caught(case, Schedule((Deliver(0, KillAt("B")),)), tmp_path, 6)
     messages = " ".join(v.message for v in result.violations)
     assert "running recovery a second time after the quiet phase changed the ledger" in messages
@@ -261,28 +269,11 @@ def test_6_recovery_that_never_settles(tmp_path: Path) -> None:
 # -- 6: recovery that ends elsewhere after being killed itself ---------------------------------
 
 
-def gives_up_after_a_crashed_recovery(ctx: Context) -> None:
-    for attempt in ctx.ledger.attempts():
-        if attempt.in_flight and (attempt.owner or "").startswith("recovery-"):
-            # the bug: a recovery died on this attempt before, so it is taken for cursed
-            ctx.ledger.transition(
-                attempt.attempt_id,
-                State.FAILED,
-                actor=ctx.worker_id,
-                reason="a recovery crashed on it before: giving up",
-            )
-    ctx.recover()
-
-
 def test_6_recovery_killed_at_its_claim_ends_elsewhere(tmp_path: Path) -> None:
+    # The catalogue's recovery that gives up (marks FAILED) an attempt a recovery died on.
     # A provider with no lookup: recovery passes recovery.claimed but never
     # recovery.looked_up, so the harness must kill it at the claim.
-    case = scenario(
-        recover=gives_up_after_a_crashed_recovery,
-        messages=({"task_id": "t-1", "calls": [{"tool": "deploy", "key": "d-1", "args": DEPLOY}]},),
-        providers=(ProviderSpec("deploy"),),
-        authorities={"t-1": authority("deploy:write")},
-    )
+    case = deploy_scenario(gives_up_after_crashed_recovery)
     result = caught(case, Schedule((Deliver(0, KillAt("B")),)), tmp_path, 6)
     [violation] = result.violations
     assert "recovery killed at recovery.claimed and run again ended elsewhere" in violation.message
@@ -300,13 +291,7 @@ def hangs_after_a_crashed_recovery(ctx: Context) -> None:
 def test_a_recovery_that_hangs_in_the_killed_recovery_replay_is_inconclusive(
     tmp_path: Path,
 ) -> None:
-    case = scenario(
-        recover=hangs_after_a_crashed_recovery,
-        messages=({"task_id": "t-1", "calls": [{"tool": "deploy", "key": "d-1", "args": DEPLOY}]},),
-        providers=(ProviderSpec("deploy"),),
-        authorities={"t-1": authority("deploy:write")},
-        timeout=2.0,
-    )
+    case = deploy_scenario(hangs_after_a_crashed_recovery, timeout=2.0)
     result = run_case(case, Schedule((Deliver(0, KillAt("B")),)), base_dir=tmp_path)
     assert not result.passed and result.violations == ()  # a timeout proves nothing
     assert any(

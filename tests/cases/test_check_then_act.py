@@ -5,9 +5,9 @@ fires there) while the second runs."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
+
+from tests.conftest import run_reported
 
 AGENT = '''
 import httpx
@@ -52,12 +52,8 @@ def test_check_then_act_without_a_claim_is_caught_by_two_deliveries_at_once(
     pytester: pytest.Pytester,
 ) -> None:
     pytester.makepyfile(test_crm=AGENT)
-    report = pytester.path / "report.json"
-    result = pytester.runpytest_subprocess(
-        "-p", "crashpoints", "-p", "no:randomly", f"--crashpoints-report={report}"
-    )
+    result, tests = run_reported(pytester)
     result.assert_outcomes(passed=1, failed=1)
-    tests = {t["nodeid"].rsplit("::", 1)[1]: t for t in json.loads(report.read_text())["tests"]}
     raced = tests["test_look_then_add"]
     assert raced["verdict"] == "failed" and raced["failure"]["invariants"] == [1]
     assert "to a second worker while the first waits at" in raced["failure"]["schedule_text"]

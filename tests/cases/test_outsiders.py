@@ -18,8 +18,10 @@ from typing import Any
 
 import pytest
 
-from pytest_crashpoints import Authority, Context, ProviderSpec, reference_worker
-from pytest_crashpoints.harness import Deliver, Scenario, Schedule, run_case
+from pytest_crashpoints import Context, reference_worker
+from pytest_crashpoints.harness import Deliver, Schedule, run_case
+
+from .conftest import INVOICE_EMAIL, email_task_scenario
 
 OUTSIDER = textwrap.dedent(
     """
@@ -55,18 +57,6 @@ def wait_for_file(path: Path, timeout: float) -> None:
         time.sleep(0.005)
 
 
-MESSAGE = {
-    "task_id": "t-1",
-    "calls": [
-        {
-            "tool": "send_email",
-            "key": "invoice:t-1:send",
-            "args": {"to": "ada@example.com", "subject": "Invoice", "body": "100 EUR"},
-        }
-    ],
-}
-
-
 @pytest.fixture
 def outsider(tmp_path: Path) -> Iterator[Path]:
     """A process outside the case that fires requests at every URL written to a folder."""
@@ -91,18 +81,7 @@ def test_requests_from_outside_the_run_are_refused_unjournaled(
         wait_for_file(url_file.with_suffix(".fired"), timeout=30)
         return reference_worker(message, ctx)
 
-    scenario = Scenario(
-        worker=worker,
-        recover=None,
-        messages=(MESSAGE,),
-        providers=(ProviderSpec("email"),),
-        authorities={
-            "t-1": Authority.of(
-                tenant_id="tenant-1", credential_scope="email:read email:write",
-                policy_version="p1",
-            )
-        },
-    )
+    scenario = email_task_scenario(worker, INVOICE_EMAIL)
     result = run_case(scenario, Schedule((Deliver(0),)), base_dir=tmp_path, keep=True)
     assert result.passed, result.errors
     refused = [e.text for e in result.history.entries if "unjournaled" in e.text]

@@ -13,8 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
-from pytest_crashpoints import Authority, ProviderSpec
 from pytest_crashpoints.harness import Deliver, KillAt, Scenario, Schedule, run_case
+
+from .conftest import email_task_scenario
 
 MESSAGE = {"task_id": "t-1", "to": "ada@example.com"}
 
@@ -50,14 +51,8 @@ def worker(message: dict[str, Any], ctx: Any, *, journal: str, synchronous: str)
 def scenario(journal: str, synchronous: str) -> Scenario:
     import functools
 
-    return Scenario(
-        worker=functools.partial(worker, journal=journal, synchronous=synchronous),
-        recover=None,
-        messages=(MESSAGE,),
-        providers=(ProviderSpec("email"),),
-        authorities={"t-1": Authority.of(tenant_id="tenant-1",
-                                         credential_scope="email:read email:write",
-                                         policy_version="p1")},
+    return email_task_scenario(
+        functools.partial(worker, journal=journal, synchronous=synchronous), MESSAGE
     )
 
 

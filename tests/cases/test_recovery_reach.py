@@ -6,9 +6,9 @@ applicable, never counted as covered."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
+
+from tests.conftest import run_reported
 
 AGENT = '''
 import sqlite3
@@ -66,12 +66,9 @@ def test_no_schedule_at_a_recovery_point_the_recovery_never_reaches(
     pytester: pytest.Pytester,
 ) -> None:
     pytester.makepyfile(test_jobs=AGENT)
-    report = pytester.path / "report.json"
-    result = pytester.runpytest_subprocess(
-        "-p", "crashpoints", "-p", "no:randomly", f"--crashpoints-report={report}"
-    )
+    result, tests = run_reported(pytester)
     result.assert_outcomes(passed=1)
-    [test] = json.loads(report.read_text())["tests"]
+    [test] = tests.values()
     texts = [run["schedule_text"] for run in test["schedules"]]
     assert not [t for t in texts if "recovery.claimed" in t or "recovery.looked_up" in t], texts
     assert set(test["not_applicable"]) == {

@@ -20,9 +20,11 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from pytest_crashpoints import Authority, Context, ProviderSpec
-from pytest_crashpoints._harness.engine import StatesEngine
+from pytest_crashpoints import Context
+from pytest_crashpoints._harness.search.engine import StatesEngine
 from pytest_crashpoints.harness import Deliver, Scenario, Schedule, run_case
+
+from .conftest import INVOICE_EMAIL, email_task_scenario
 
 MAIL = {
     "personalizations": [{"to": [{"email": "ada@example.com"}]}],
@@ -56,18 +58,7 @@ def send_and_leave(message: dict[str, Any], ctx: Context) -> None:
 
 
 def scenario() -> Scenario:
-    return Scenario(
-        worker=send_and_leave,
-        recover=None,
-        messages=({"task_id": "t-1"},),
-        providers=(ProviderSpec("email"),),
-        authorities={
-            "t-1": Authority.of(
-                tenant_id="tenant-1", credential_scope="email:read email:write",
-                policy_version="p1",
-            )
-        },
-    )
+    return email_task_scenario(send_and_leave, {"task_id": "t-1"})
 
 
 def sent(result: Any) -> list[str]:
@@ -112,28 +103,7 @@ def test_crash_states_are_consistent_while_a_thread_of_the_harness_writes(
     from pytest_crashpoints import reference_worker
     from pytest_crashpoints.harness import KillAt
 
-    message = {
-        "task_id": "t-1",
-        "calls": [
-            {
-                "tool": "send_email",
-                "key": "invoice:t-1:send",
-                "args": {"to": "ada@example.com", "subject": "Invoice", "body": "100 EUR"},
-            }
-        ],
-    }
-    scenario = Scenario(
-        worker=reference_worker,
-        recover=None,
-        messages=(message,),
-        providers=(ProviderSpec("email"),),
-        authorities={
-            "t-1": Authority.of(
-                tenant_id="tenant-1", credential_scope="email:read email:write",
-                policy_version="p1",
-            )
-        },
-    )
+    scenario = email_task_scenario(reference_worker, INVOICE_EMAIL)
     stop = threading.Event()
     answered: list[int] = []
     with StatesEngine(scenario, base_dir=tmp_path) as engine:

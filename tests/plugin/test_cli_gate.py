@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,19 +52,30 @@ def write(suite: Path, expect: str) -> None:
     (suite / "test_suite.py").write_text(SUITE.replace("{expect}", expect))
 
 
+def gate(capfd: pytest.CaptureFixture[str], *pytest_args: str, exits: int) -> str:
+    """Run ``crashpoints gate crash`` (pytest-randomly off, then ``pytest_args``), check that it
+    exits with ``exits``: what it printed."""
+    assert main(["gate", "crash", "--", "-p", "no:randomly", *pytest_args]) == exits
+    return capfd.readouterr().out
+
+
+def gate_report() -> dict[str, Any]:
+    """The JSON report the gate wrote."""
+    return json.loads(Path("crashpoints-report.json").read_text())
+
+
 def test_gate_passes_good_and_caught_and_writes_every_report(
     suite: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
     write(suite, "1")
     step_summary = suite.parent / "step-summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
-    assert main(["gate", "crash", "--", "-p", "no:randomly"]) == 0
-    out = capfd.readouterr().out
+    out = gate(capfd, exits=0)
     assert "crash/test_suite.py::test_good    passed" in out
     assert "crash/test_suite.py::test_broken  caught   " in out
     assert "2 tests, " in out and "1 passed, 1 broken agents caught, 0 failed" in out
     assert "crashpoints gate: passed" in out
-    document = json.loads(Path("crashpoints-report.json").read_text())
+    document = gate_report()
     assert {t["nodeid"] for t in document["tests"]} == {
         "crash/test_suite.py::test_good",
         "crash/test_suite.py::test_broken",
@@ -82,8 +94,7 @@ def test_gate_fails_on_a_violation_and_show_and_replay_explain_it(
     suite: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     write(suite, "()")  # the broken agent is not marked as expected: a real failure
-    assert main(["gate", "crash", "--", "-p", "no:randomly"]) == 1
-    out = capfd.readouterr().out
+    out = gate(capfd, exits=1)
     assert "crashpoints gate: FAILED" in out
     assert "### `crash/test_suite.py::test_broken`" in Path("crashpoints-summary.md").read_text()
 
@@ -232,12 +243,11 @@ def test_a_test_whose_xdist_worker_crashed_is_listed_as_an_error(
     suite: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     (suite / "test_suite.py").write_text(SUITE.replace("{expect}", "1") + DIES)
-    assert main(["gate", "crash", "--", "-p", "no:randomly", "-n", "2"]) == 1
-    out = capfd.readouterr().out
+    out = gate(capfd, "-n", "2", exits=1)
     assert "crash/test_suite.py::test_dies    error    0" in out
     assert "1 passed, 1 broken agents caught, 0 failed, 1 error(s)" in out
     assert "crashpoints gate: FAILED" in out
-    document = json.loads(Path("crashpoints-report.json").read_text())
+    document = gate_report()
     assert_follows_the_report_schema(document)  # the died test, a caught one, a passed one
     [died] = [t for t in document["tests"] if t["nodeid"].endswith("::test_dies")]
     assert died["verdict"] == "error" and "crashed while running" in died["error"]
@@ -296,9 +306,8 @@ def test_a_crash_test_that_raises_is_in_every_report_as_an_error(
     suite: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     (suite / "test_suite.py").write_text(RAISES)
-    assert main(["gate", "crash", "--", "-p", "no:randomly"]) == 1
-    out = capfd.readouterr().out
-    document = json.loads(Path("crashpoints-report.json").read_text())
+    out = gate(capfd, exits=1)
+    document = gate_report()
     assert_follows_the_report_schema(document)
     tests = {t["nodeid"].rpartition("::")[2]: t for t in document["tests"]}
     assert sorted(tests) == ["test_bad_marker", "test_never_runs", "test_plain", "test_view_raises"]
@@ -347,9 +356,8 @@ def test_an_error_inside_the_harness_is_told_from_the_users(
     suite: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     (suite / "test_suite.py").write_text(HARNESS_DIES)
-    assert main(["gate", "crash", "--", "-p", "no:randomly"]) == 1
-    out = capfd.readouterr().out
-    [test] = json.loads(Path("crashpoints-report.json").read_text())["tests"]
+    out = gate(capfd, exits=1)
+    [test] = gate_report()["tests"]
     assert test["verdict"] == "error", test
     assert test["error_origin"] == "harness" and "fake_providers" in test["error_at"]
     assert "DatabaseError" in test["error"]
@@ -380,7 +388,7 @@ def test_a_symlink_at_a_report_name_leaves_its_target_untouched(
     assert all((victims / name).read_text() == "precious" for name in names)
     for name in names[:4]:  # the reports: written, as files of their own
         assert not Path(name).is_symlink() and Path(name).stat().st_size > 0
-    json.loads(Path("crashpoints-report.json").read_text())
+    gate_report()
 
 
 HOSTILE = r'''
@@ -409,8 +417,7 @@ def test_what_the_agent_names_is_printed_escaped(
     """A fail point name with a carriage return, an escape sequence, a tag and Markdown's own
     characters: no control character reaches the terminal, no markup the summary."""
     (suite / "test_suite.py").write_text(HOSTILE)
-    assert main(["gate", "crash", "--", "-p", "no:randomly"]) == 0
-    out = capfd.readouterr().out
+    out = gate(capfd, exits=0)
     table = out[out.index("test  ") :]  # the gate's own table and lines
     assert "\r" not in table and "\x1b" not in table
     assert "\\r\\x1b[2Kcrashpoints gate: passed" in table

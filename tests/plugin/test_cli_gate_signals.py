@@ -157,6 +157,24 @@ def finish(proc: subprocess.Popen[bytes], tag: str) -> bytes:
         proc.stdout.close()
 
 
+def signal_and_wait_for_the_end(
+    gate: subprocess.Popen[bytes], tag: str, workdir: Path, signum: int, *, running: int
+) -> None:
+    """With at least ``running`` processes of the gate's (the slow workers among them), send
+    ``signum`` to the gate; wait for it, and for every process it started, to end."""
+    alive = tagged(tag)
+    assert slow_workers(workdir).keys() <= set(alive), alive
+    assert len(alive) >= running, alive
+    gate.send_signal(signum)
+    gate.wait(timeout=SLOW)
+    # Everything it started ends with it (the guardian kills what pytest leaves).
+    wait_until(
+        lambda: tagged(tag) == [],
+        timeout=SLOW,
+        what=lambda: f"every process the gate started to end (left: {tagged(tag)})",
+    )
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL, signal.SIGHUP])
 def test_a_signal_to_the_gate_leaves_no_process(workdir: Path, signum: signal.Signals) -> None:
     tag = uuid.uuid4().hex
@@ -169,17 +187,7 @@ def test_a_signal_to_the_gate_leaves_no_process(workdir: Path, signum: signal.Si
             timeout=SLOW,
             what=lambda: f"a slow worker in each xdist worker (started: {slow_workers(workdir)})",
         )
-        running = tagged(tag)
-        assert slow_workers(workdir).keys() <= set(running), running
-        assert len(running) >= 9, running
-        gate.send_signal(signum)
-        gate.wait(timeout=SLOW)
-        # Everything it started ends with it (the guardian kills what pytest leaves).
-        wait_until(
-            lambda: tagged(tag) == [],
-            timeout=SLOW,
-            what=lambda: f"every process the gate started to end (left: {tagged(tag)})",
-        )
+        signal_and_wait_for_the_end(gate, tag, workdir, signum, running=9)
     finally:
         out = finish(gate, tag)
     if signum == signal.SIGKILL:
@@ -211,16 +219,7 @@ def test_ctrl_c_is_one_line_pytests_status_and_a_report_of_what_finished(
             timeout=SLOW,
             what="the slow worker to start",
         )
-        running = tagged(tag)
-        assert slow_workers(workdir).keys() <= set(running), running
-        assert len(running) >= 5, running
-        gate.send_signal(signal.SIGINT)
-        gate.wait(timeout=SLOW)
-        wait_until(
-            lambda: tagged(tag) == [],
-            timeout=SLOW,
-            what=lambda: f"every process the gate started to end (left: {tagged(tag)})",
-        )
+        signal_and_wait_for_the_end(gate, tag, workdir, signal.SIGINT, running=5)
     finally:
         out = finish(gate, tag)
     assert gate.returncode == 2, out.decode()

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_crashpoints import Authority, Ledger, State
+from pytest_crashpoints import Ledger, State
 from pytest_crashpoints.cli import main
+from tests.fakes import AUTH
 
-AUTH = Authority.of(tenant_id="tenant-7", credential_scope="email:send", policy_version="p1")
 AGE = 120.0  # the rows are written by a clock this far behind the wall clock the command reads
 
 

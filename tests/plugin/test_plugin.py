@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_crashpoints.harness import read_token
-from tests.conftest import assert_follows_the_report_schema
+from tests.conftest import assert_follows_the_report_schema, run_reported
 
 SCENARIO = '''
 import pytest
@@ -651,13 +651,13 @@ def test_slow(crashpoints):
     crashpoints.run(worker=slow_worker, messages=[MESSAGE])
 """
     )
-    result = run(pytester, "--crashpoints-report=report.json")
+    result, tests = run_reported(pytester)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         ["crashpoints: inconclusive: worker-1 timed out after *s (timeout 0.5s*) and was killed*"]
     )
     assert "violation(s) of invariant(s)" not in result.stdout.str()
-    [test] = json.loads((pytester.path / "report.json").read_text())["tests"]
+    [test] = tests.values()
     assert test["verdict"] == "error" and test["error_origin"] == "timeout"
     assert test["failure"]["invariants"] == []  # never an invariant violation
 
@@ -672,13 +672,9 @@ def test_the_marker_engine_wins_over_the_session_option(pytester: pytest.Pyteste
         )
         + GOOD.replace("{mode}", "exhaustive").replace("test_good", "test_default")
     )
-    report = pytester.path / "report.json"
-    result = run(pytester, "--crashpoints-engine=compare", f"--crashpoints-report={report}")
+    result, tests = run_reported(pytester, "--crashpoints-engine=compare")
     result.assert_outcomes(passed=2)
-    engines = {
-        t["nodeid"].rsplit("::", 1)[1]: t["engine"]["name"]
-        for t in json.loads(report.read_text())["tests"]
-    }
+    engines = {name: test["engine"]["name"] for name, test in tests.items()}
     assert engines == {"test_good": "processes", "test_default": "compare"}
 
 
@@ -695,11 +691,10 @@ def test_jobs_reach_the_exhaustive_phase(pytester: pytest.Pytester) -> None:
     )
     reports = {}
     for jobs in ("1", "2"):
-        report = pytester.path / f"report-{jobs}.json"
-        result = run(pytester, f"--crashpoints-jobs={jobs}", f"--crashpoints-report={report}")
+        result, tests = run_reported(pytester, f"--crashpoints-jobs={jobs}")
         result.assert_outcomes(passed=2)
-        for test in json.loads(report.read_text())["tests"]:
-            reports[jobs, test["nodeid"].rsplit("::", 1)[1]] = test
+        for name, test in tests.items():
+            reports[jobs, name] = test
     assert reports["2", "test_good"]["engine"]["jobs"] == 2
     assert "jobs" not in reports["1", "test_good"]["engine"]
     assert "jobs" not in reports["2", "test_outside"]["engine"]
@@ -735,13 +730,13 @@ def test_once(crashpoints):
                     ledger_view=view_that_fails_once)
 """
     )
-    result = run(pytester, "--crashpoints-seed=3", "--crashpoints-report=report.json")
+    result, tests = run_reported(pytester, "--crashpoints-seed=3")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         ["*a case raised RuntimeError: a view that fails once (schedule: *kill at B*; "
          "replay: pytest *--crashpoints-replay=*"]
     )
-    [test] = json.loads((pytester.path / "report.json").read_text())["tests"]
+    [test] = tests.values()
     assert test["verdict"] == "error" and test["error_origin"] == "user code"
     assert "view_that_fails_once" in test["error_at"]
     assert test["error"].startswith("a case raised RuntimeError: a view that fails once")

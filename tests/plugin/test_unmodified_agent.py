@@ -8,6 +8,8 @@ import json
 
 import pytest
 
+from tests.conftest import run_reported
+
 AGENT = '''
 import json, os, sqlite3
 import httpx
@@ -72,12 +74,12 @@ def test_c(crashpoints):
     crashpoints.run(worker=worker, messages=[JOB])
 '''
     )
-    result = run(pytester, "--crashpoints-report=report.json")
+    result, tests = run_reported(pytester, "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         ["NEVER KILLED in *test_c: C (reached, but no kill scheduled there took effect)"]
     )
-    [test] = json.loads((pytester.path / "report.json").read_text())["tests"]
+    [test] = tests.values()
     assert test["coverage"]["C"]["reached"] >= 1 and test["coverage"]["C"]["killed"] == 0
     assert test["unkilled"] == ["C"]
     strict = run(pytester, "--crashpoints-strict-coverage")
@@ -99,9 +101,9 @@ def test_c(crashpoints):
     crashpoints.run(worker=worker, messages=[JOB], ledger_view=view)
 '''
     )
-    result = run(pytester, "--crashpoints-report=report.json")
+    result, tests = run_reported(pytester, "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
-    [test] = json.loads((pytester.path / "report.json").read_text())["tests"]
+    [test] = tests.values()
     assert test["coverage"]["C"]["killed"] >= 1
     assert test["failure"]["schedule_text"] == "deliver message 0, kill at C (hit 1)"
     assert test["failure"]["invariants"] == [1]

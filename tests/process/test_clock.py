@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from pytest_crashpoints import crashpoint
 from pytest_crashpoints._inject.failpoints import Fault, Pause
 from pytest_crashpoints._process.clock import HARNESS_EPOCH
-from pytest_crashpoints._process.outcome import Completed
+from pytest_crashpoints._process.outcome import Completed, Outcome
 from pytest_crashpoints._process.worker import run_worker, start_worker
 from pytest_crashpoints.errors import HarnessUsageError
 from pytest_crashpoints.harness import HarnessClock
@@ -51,6 +52,20 @@ def test_a_worker_sees_harness_time_as_wall_time(tmp_path: Path) -> None:
     assert harness == 3600.0
 
 
+def paused_while_the_clock_advances(
+    work: Callable[[], object], clock: HarnessClock, seconds: float
+) -> Outcome:
+    """The outcome of ``work`` run in a worker with ``clock``, paused at ``lease.check`` while
+    harness time advances ``seconds``."""
+    with start_worker(
+        work, faults=[Fault("lease.check", Pause("g"))], clock=clock, timeout=30
+    ) as worker:
+        worker.wait_paused("g")
+        clock.advance(seconds)
+        worker.release("g")
+        return worker.wait()
+
+
 def test_a_paused_worker_follows_the_parents_advance(tmp_path: Path) -> None:
     clock = HarnessClock(tmp_path / "clock")
 
@@ -59,13 +74,7 @@ def test_a_paused_worker_follows_the_parents_advance(tmp_path: Path) -> None:
         crashpoint("lease.check")
         return before, time.time()
 
-    with start_worker(
-        two_readings, faults=[Fault("lease.check", Pause("g"))], clock=clock, timeout=30
-    ) as worker:
-        worker.wait_paused("g")
-        clock.advance(30)
-        worker.release("g")
-        outcome = worker.wait()
+    outcome = paused_while_the_clock_advances(two_readings, clock, 30)
     assert isinstance(outcome, Completed)
     before, after = outcome.value
     assert 29.9 < after - before < 31  # to harness time 30, less the drift before
@@ -117,13 +126,7 @@ def test_an_advance_jumps_wall_time_forward_never_back(tmp_path: Path) -> None:
         crashpoint("lease.check")  # the parent advances 400 s while this one waits
         return ahead, same, time.time(), time.monotonic() - mono
 
-    with start_worker(
-        readings, faults=[Fault("lease.check", Pause("g"))], clock=clock, timeout=30
-    ) as worker:
-        worker.wait_paused("g")
-        clock.advance(400)
-        worker.release("g")
-        outcome = worker.wait()
+    outcome = paused_while_the_clock_advances(readings, clock, 400)
     assert isinstance(outcome, Completed), outcome
     ahead, same, after, mono_moved = outcome.value
     epoch = HARNESS_EPOCH.timestamp()

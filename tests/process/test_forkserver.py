@@ -23,7 +23,14 @@ from pytest_crashpoints._process.outcome import Completed, Died, Killed, Raised,
 from pytest_crashpoints._process.worker import run_worker, start_worker
 from pytest_crashpoints.harness import HarnessClock
 
-from .test_worker import _read_worker_pid, child_pids, living_in_group, wait_gone
+from .test_worker import (
+    _read_worker_pid,
+    child_pids,
+    hang_with_a_grandchild,
+    living_in_group,
+    reaped,
+    wait_gone,
+)
 
 
 def parent_of(pid: int) -> int:
@@ -65,16 +72,9 @@ def test_workers_are_forked_by_the_server_and_report_every_outcome(tmp_path: Pat
 
 def test_a_served_worker_that_hangs_times_out_with_its_whole_group(tmp_path: Path) -> None:
     pid_file = tmp_path / "grandchild.pid"
-
-    def hang() -> None:
-        # A grandchild in the worker's group (asleep until killed), to show the whole group goes.
-        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-        pid_file.write_text(str(child.pid))
-        threading.Event().wait()
-
     with serving() as server:
         assert server is not None
-        worker = start_worker(hang, timeout=1.0)
+        worker = start_worker(hang_with_a_grandchild, args=(pid_file,), timeout=1.0)
         assert parent_of(worker.pid) == server.pid
         outcome = worker.wait()
         assert isinstance(outcome, TimedOut)
@@ -216,19 +216,13 @@ def test_a_killed_harness_takes_the_server_and_its_workers_along(tmp_path: Path)
             """
         )
     )
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE)
-    try:
+    with reaped(subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE)) as proc:
         worker_pid = _read_worker_pid(proc, timeout=30)
         server_pid = parent_of(worker_pid)
         proc.kill()
         proc.wait(timeout=10)
         assert wait_gone(server_pid, timeout=5)
         assert wait_gone(worker_pid, timeout=5)
-    finally:
-        proc.kill()
-        proc.wait()
-        assert proc.stdout is not None
-        proc.stdout.close()
 
 
 def write_intent(path: str, key: str) -> None:

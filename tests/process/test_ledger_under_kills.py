@@ -8,7 +8,8 @@ import signal
 from pathlib import Path
 
 from pytest_crashpoints import Ledger, State
-from tests.unit.test_ledger import AUTH, intent
+from tests.fakes import AUTH
+from tests.unit.test_ledger import intent
 
 
 def _insert_same_key(path: str, barrier_fd: int, key: str) -> None:

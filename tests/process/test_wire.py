@@ -14,7 +14,7 @@ import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import httpx
 import pytest
@@ -211,6 +211,22 @@ def call_then_note(
     return [body.decode() for body in bodies]
 
 
+def note_calls(client: Client, server: PreambleServer, tmp: Path, **options: Any) -> Outcome:
+    """:func:`call_then_note` run in a worker against ``server`` (``options`` go to
+    ``run_worker``): its outcome."""
+    return run_worker(
+        call_then_note, args=(client, server.address, server.url, str(tmp)), **options
+    )
+
+
+def killed_at(point: str, client: Client, server: PreambleServer, tmp: Path) -> Killed:
+    """:func:`note_calls` with a kill at ``point``: its outcome, checked to be that kill."""
+    outcome = note_calls(client, server, tmp, faults=[Fault(point, Kill())])
+    assert isinstance(outcome, Killed), outcome
+    assert outcome.point == point
+    return outcome
+
+
 def points(hits: Sequence[Hit]) -> list[str]:
     return [hit.point for hit in hits]
 
@@ -219,11 +235,7 @@ def test_without_a_fault_the_client_sees_the_response_and_b_and_c_are_hit(
     client: Client, server: PreambleServer, tmp_path: Path
 ) -> None:
     # Two calls: on a kept-alive connection, a preamble comes before each response.
-    outcome = run_worker(
-        call_then_note,
-        args=(client, server.address, server.url, str(tmp_path)),
-        kwargs={"paths": ("/v1/a", "/v1/b?x=1")},
-    )
+    outcome = note_calls(client, server, tmp_path, kwargs={"paths": ("/v1/a", "/v1/b?x=1")})
     assert isinstance(outcome, Completed), outcome
     assert outcome.value == [echo("POST", "/v1/a").decode(), echo("POST", "/v1/b?x=1").decode()]
     # http.write before each POST leaves (where a duplicate delivery may wait).
@@ -237,13 +249,8 @@ def test_without_a_fault_the_client_sees_the_response_and_b_and_c_are_hit(
 def test_a_kill_at_b_comes_before_the_client_saw_a_byte(
     client: Client, server: PreambleServer, tmp_path: Path
 ) -> None:
-    outcome = run_worker(
-        call_then_note,
-        args=(client, server.address, server.url, str(tmp_path)),
-        faults=[Fault("B", Kill())],
-    )
-    assert isinstance(outcome, Killed), outcome
-    assert (outcome.point, outcome.fired_at) == ("B", "B")
+    outcome = killed_at("B", client, server, tmp_path)
+    assert outcome.fired_at == "B"
     assert outcome.context["path"] == "/v1/a"
     assert len(server.requests) == 1  # the provider has the request
     assert not (tmp_path / "got").exists()  # the client never returned
@@ -252,13 +259,8 @@ def test_a_kill_at_b_comes_before_the_client_saw_a_byte(
 def test_a_kill_at_c_comes_at_the_next_fail_point_after_the_whole_response(
     client: Client, server: PreambleServer, tmp_path: Path
 ) -> None:
-    outcome = run_worker(
-        call_then_note,
-        args=(client, server.address, server.url, str(tmp_path)),
-        faults=[Fault("C", Kill())],
-    )
-    assert isinstance(outcome, Killed), outcome
-    assert (outcome.point, outcome.fired_at) == ("C", "after")
+    outcome = killed_at("C", client, server, tmp_path)
+    assert outcome.fired_at == "after"
     assert (tmp_path / "got").read_bytes() == echo("POST", "/v1/a")
     assert not (tmp_path / "after").exists()
 
@@ -288,9 +290,7 @@ def test_a_kill_at_c_comes_at_the_next_commit(server: PreambleServer, tmp_path: 
 def test_a_preamble_split_byte_by_byte_still_works(client: Client, tmp_path: Path) -> None:
     server = PreambleServer(split=True)
     try:
-        outcome = run_worker(
-            call_then_note, args=(client, server.address, server.url, str(tmp_path))
-        )
+        outcome = note_calls(client, server, tmp_path)
     finally:
         server.close()
     assert isinstance(outcome, Completed), outcome

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import re
@@ -13,6 +14,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -179,16 +181,17 @@ def test_spawn_runs_a_closure_over_a_local() -> None:
     assert outcome.value == "hello 42"
 
 
+def hang_with_a_grandchild(pid_file: Path) -> None:
+    """A worker that never ends, with a grandchild in its process group (asleep until killed)
+    whose pid it writes to ``pid_file``: to show that the whole group goes."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    pid_file.write_text(str(child.pid))
+    threading.Event().wait()
+
+
 def test_hanging_worker_times_out_and_its_group_is_gone(tmp_path: Path) -> None:
     pid_file = tmp_path / "grandchild.pid"
-
-    def hang() -> None:
-        # A grandchild in the worker's group, to show the whole group goes.
-        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-        pid_file.write_text(str(child.pid))
-        threading.Event().wait()
-
-    worker = start_worker(hang, timeout=1.0)
+    worker = start_worker(hang_with_a_grandchild, args=(pid_file,), timeout=1.0)
     began = time.monotonic()
     outcome = worker.wait()
     elapsed = time.monotonic() - began
@@ -382,7 +385,7 @@ def test_sigint_to_the_parent_leaves_no_worker(
     test_file = pytester.makepyfile(
         textwrap.dedent(INNER_TEST.format(blocked_in_wait=blocked_in_wait, served=served))
     )
-    proc = pytester.popen(
+    inner = pytester.popen(
         [
             sys.executable,
             "-m",
@@ -400,45 +403,32 @@ def test_sigint_to_the_parent_leaves_no_worker(
         # Python then never installs its KeyboardInterrupt handler in the child.
         preexec_fn=_default_sigint,
     )
-    try:
+    with reaped(inner) as proc:
         worker_pid = _read_worker_pid(proc, timeout=30)
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
-        rest = _read_to_eof(proc, timeout=10)
+        rest = _read_output(proc, timeout=10)
         assert b"CHILDREN-AT-EXIT []" in rest, rest.decode()
         assert wait_gone(worker_pid, timeout=5)
-    finally:
-        proc.kill()
-        proc.wait()
-        assert proc.stdout is not None
-        proc.stdout.close()
 
 
 def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def _read_to_eof(proc: subprocess.Popen[bytes], *, timeout: float) -> bytes:
-    assert proc.stdout is not None
-    deadline = time.monotonic() + timeout
-    out = b""
-    while (remaining := deadline - time.monotonic()) > 0:
-        readable, _, _ = select.select([proc.stdout], [], [], remaining)
-        if not readable:
-            break
-        chunk = os.read(proc.stdout.fileno(), 65536)
-        if not chunk:
-            break
-        out += chunk
-    return out
-
-
-def _read_worker_pid(proc: subprocess.Popen[bytes], *, timeout: float) -> int:
+def _read_output(
+    proc: subprocess.Popen[bytes],
+    *,
+    timeout: float,
+    until: Callable[[bytes], object] = lambda seen: False,
+) -> bytes:
+    """What ``proc`` writes to its stdout until ``until(what was read so far)`` is true, it
+    closes its stdout, or ``timeout`` seconds pass."""
     # Raw reads: a buffered readline could hold the line in its buffer while select() waits.
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout
     seen = b""
-    while (remaining := deadline - time.monotonic()) > 0:
+    while not until(seen) and (remaining := deadline - time.monotonic()) > 0:
         readable, _, _ = select.select([proc.stdout], [], [], remaining)
         if not readable:
             break
@@ -446,10 +436,31 @@ def _read_worker_pid(proc: subprocess.Popen[bytes], *, timeout: float) -> int:
         if not chunk:
             break
         seen += chunk
-        found = re.search(rb"WORKER (\d+)\n", seen)
-        if found:
-            return int(found.group(1))
-    raise AssertionError(f"the inner pytest never started its worker; output:\n{seen.decode()}")
+    return seen
+
+
+_WORKER_LINE = re.compile(rb"WORKER (\d+)\n")
+
+
+def _read_worker_pid(proc: subprocess.Popen[bytes], *, timeout: float) -> int:
+    seen = _read_output(proc, timeout=timeout, until=_WORKER_LINE.search)
+    found = _WORKER_LINE.search(seen)
+    if found is None:
+        raise AssertionError(f"the inner pytest never started its worker; output:\n{seen.decode()}")
+    return int(found.group(1))
+
+
+@contextlib.contextmanager
+def reaped(proc: subprocess.Popen[bytes]) -> Iterator[subprocess.Popen[bytes]]:
+    """``proc`` (started with its stdout on a pipe), killed and reaped on the way out, whatever
+    happened, and its pipe closed."""
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+        assert proc.stdout is not None
+        proc.stdout.close()
 
 
 def test_a_killed_parent_takes_its_workers_along(tmp_path: Path) -> None:
@@ -467,17 +478,11 @@ def test_a_killed_parent_takes_its_workers_along(tmp_path: Path) -> None:
             """
         )
     )
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE)
-    try:
+    with reaped(subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE)) as proc:
         worker_pid = _read_worker_pid(proc, timeout=30)
         proc.kill()
         proc.wait(timeout=10)
         assert wait_gone(worker_pid, timeout=5)
-    finally:
-        proc.kill()
-        proc.wait()
-        assert proc.stdout is not None
-        proc.stdout.close()
 
 
 def test_a_callable_that_cannot_cross_a_spawn_is_a_clear_error() -> None:

@@ -5,11 +5,22 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from fake_providers import ApiKey, Deploy, Email, Payments, Provider, Tickets, serve, transport
+from fake_providers import (
+    ApiKey,
+    Deploy,
+    Email,
+    Payments,
+    Provider,
+    Tickets,
+    derive_key,
+    serve,
+    transport,
+)
 from tests.conftest import ManualClock
 
 Connect = Callable[[Provider], httpx.Client]
@@ -49,33 +60,39 @@ def connect(way: str) -> Iterator[Connect]:
         yield open_client
 
 
-def _make(cls: type[Provider], tmp_path: Path, clock: ManualClock) -> Iterator[Provider]:
-    provider = cls(tmp_path / f"{cls.name}.sqlite3", clock=clock, keys=keys_for(cls.name))
-    yield provider
-    provider.close()
+def _provider_fixture(cls: type[Provider]) -> Any:
+    """A fixture named for ``cls``'s provider: a fresh one in the test's folder, on the
+    test's clock, with :func:`keys_for` its keys; closed after the test."""
+
+    @pytest.fixture(name=cls.name)
+    def provider(tmp_path: Path, clock: ManualClock) -> Iterator[Provider]:
+        provider = cls(tmp_path / f"{cls.name}.sqlite3", clock=clock, keys=keys_for(cls.name))
+        yield provider
+        provider.close()
+
+    return provider
 
 
-@pytest.fixture
-def payments(tmp_path: Path, clock: ManualClock) -> Iterator[Provider]:
-    yield from _make(Payments, tmp_path, clock)
-
-
-@pytest.fixture
-def email(tmp_path: Path, clock: ManualClock) -> Iterator[Provider]:
-    yield from _make(Email, tmp_path, clock)
-
-
-@pytest.fixture
-def tickets(tmp_path: Path, clock: ManualClock) -> Iterator[Provider]:
-    yield from _make(Tickets, tmp_path, clock)
-
-
-@pytest.fixture
-def deploy(tmp_path: Path, clock: ManualClock) -> Iterator[Provider]:
-    yield from _make(Deploy, tmp_path, clock)
+payments = _provider_fixture(Payments)
+email = _provider_fixture(Email)
+tickets = _provider_fixture(Tickets)
+deploy = _provider_fixture(Deploy)
 
 
 SIGNING_SECRET = "case-signing-secret"
+
+
+def derived(provider: Provider, label: str, base: str = "") -> str:
+    """The key derived for ``label`` from ``base`` (by default the provider's writer of
+    tenant-a) under :data:`SIGNING_SECRET`; the provider's own secret is left as it is."""
+    return derive_key(base or f"{provider.name}-writer-a", label, signing_secret=SIGNING_SECRET)
+
+
+def issue_derived(provider: Provider, label: str) -> str:
+    """Sign ``provider``'s derived keys with :data:`SIGNING_SECRET`, as the harness does for a
+    case, and issue the key of ``label`` derived from its writer of tenant-a."""
+    provider.keys.set_signing_secret(SIGNING_SECRET)
+    return derived(provider, label)
 
 
 def send_write(name: str, client: httpx.Client, secret: str, **headers: str) -> httpx.Response:
@@ -95,3 +112,16 @@ def send_write(name: str, client: httpx.Client, secret: str, **headers: str) -> 
     assert name == "deploy"
     return client.post("/v1/deployments", headers=headers, json={
         "service": "s", "version": "v", "environment": "e"})
+
+
+def post_bad_input(
+    provider: Provider, client: httpx.Client, path: str, content: bytes, content_type: str
+) -> httpx.Response:
+    """POST ``content`` as ``content_type`` to ``path`` with the writer key of tenant-a, and
+    check that it is refused with a 400 that applied nothing; the answer, for the caller to
+    check the provider's own error format."""
+    headers = auth(f"{provider.name}-writer-a", **{"Content-Type": content_type})
+    reply = client.post(path, content=content, headers=headers)
+    assert reply.status_code == 400
+    assert provider.journal.effects() == []
+    return reply

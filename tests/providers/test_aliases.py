@@ -7,10 +7,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from fake_providers import Provider, Tickets, derive_key, serve, transport
+from fake_providers import Provider, Tickets, serve, transport
 from tests.conftest import ManualClock
 
-from .conftest import SIGNING_SECRET, Connect, auth, keys_for, send_write
+from .conftest import Connect, auth, issue_derived, keys_for, send_write
 
 
 def test_payments_aliases_are_the_object_id(payments: Provider, connect: Connect) -> None:
@@ -141,8 +141,7 @@ def test_a_request_with_no_marker_is_attributed_all_the_same(
     request: pytest.FixtureRequest, connect: Connect, name: str
 ) -> None:
     provider: Provider = request.getfixturevalue(name)
-    provider.keys.set_signing_secret(SIGNING_SECRET)
-    secret = derive_key(f"{name}-writer-a", "worker-3", signing_secret=SIGNING_SECRET)
+    secret = issue_derived(provider, "worker-3")
     answer = send_write(name, connect(provider), secret)
     assert answer.status_code in (200, 201, 202)
     [effect] = provider.journal.effects()

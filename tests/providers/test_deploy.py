@@ -7,7 +7,7 @@ import pytest
 from fake_providers import Provider
 from pytest_crashpoints import args_hash
 
-from .conftest import Connect, auth
+from .conftest import Connect, auth, post_bad_input
 
 WRITER = "deploy-writer-a"
 DEPLOYMENT = {"service": "billing", "version": "1.4.2", "environment": "prod",
@@ -53,8 +53,5 @@ def test_refused_deploys_apply_nothing(
 def test_bad_input_is_a_400(
     deploy: Provider, connect: Connect, content: bytes, content_type: str
 ) -> None:
-    client = connect(deploy)
-    reply = client.post("/v1/deployments", content=content,
-                        headers=auth(WRITER, **{"Content-Type": content_type}))
-    assert reply.status_code == 400 and reply.json()["error"]["code"]
-    assert deploy.journal.effects() == []
+    reply = post_bad_input(deploy, connect(deploy), "/v1/deployments", content, content_type)
+    assert reply.json()["error"]["code"]

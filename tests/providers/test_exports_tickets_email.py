@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -134,23 +134,39 @@ def _export_file(tmp_path: Path, name: str, data: Any) -> Any:
     return read_export(path)
 
 
-def _seeded(provider: Provider, tmp_path: Path, name: str, data: Any, at: float) -> None:
-    """``provider`` seeded from ``data`` exported to the file ``name``, by :data:`SEEDER`."""
-    objects = provider.exported_objects(_export_file(tmp_path, name, data), where=name)
-    provider.seed(objects, key=SEEDER, at=at)
+Seeded = Callable[[Provider, str, Any], httpx.Client]
+
+
+@pytest.fixture
+def seeded(tmp_path: Path, clock: ManualClock, connect: Connect) -> Seeded:
+    """``seeded(provider, name, data)``: ``provider`` seeded from ``data`` exported to the file
+    ``name``, by :data:`SEEDER`; a client to it that sends :data:`WRITER`'s key."""
+
+    def seed(provider: Provider, name: str, data: Any) -> httpx.Client:
+        objects = provider.exported_objects(_export_file(tmp_path, name, data), where=name)
+        provider.seed(objects, key=SEEDER, at=clock())
+        client = connect(provider)
+        client.headers.update(auth(WRITER))
+        return client
+
+    return seed
+
+
+def _refused(provider: Provider, data: Any, where: str, message: str) -> None:
+    """``data``, read from the file ``where``, is refused as an export of ``provider`` with an
+    error that names the file first and matches ``message``."""
+    with pytest.raises(ExportError, match=message) as raised:
+        provider.exported_objects(data, where=where)
+    assert str(raised.value).startswith(where)
 
 
 # -- tickets -------------------------------------------------------------------------------------
 
 
-def test_a_seeded_issue_answers_like_one_the_fake_opened(
-    tickets: Provider, connect: Connect, tmp_path: Path, clock: ManualClock
-) -> None:
-    _seeded(tickets, tmp_path, "issues.json", GITHUB_ISSUES, clock())
-    client = connect(tickets)
-    headers = auth(WRITER)
+def test_a_seeded_issue_answers_like_one_the_fake_opened(tickets: Provider, seeded: Seeded) -> None:
+    client = seeded(tickets, "issues.json", GITHUB_ISSUES)
 
-    got = client.get(f"/repos/{REPO}/issues/57", headers=headers)
+    got = client.get(f"/repos/{REPO}/issues/57")
     assert got.status_code == 200
     issue = got.json()
     assert (issue["number"], issue["title"], issue["state"]) == (
@@ -160,23 +176,23 @@ def test_a_seeded_issue_answers_like_one_the_fake_opened(
     assert issue["created_at"] == "2025-11-30T08:12:45Z"
     # Absolute URLs point at the fake, wherever the client reached it, as for its own issues.
     assert issue["url"] == str(client.base_url.join(f"/repos/{REPO}/issues/57"))
-    closed = client.get(f"/repos/{REPO}/issues/41", headers=headers).json()
+    closed = client.get(f"/repos/{REPO}/issues/41").json()
     assert (closed["state"], closed["closed_at"], closed["comments"]) == (
         "closed", "2025-11-13T10:02:55Z", 3)
 
-    created = client.post(f"/repos/{REPO}/issues", headers=headers, json={
+    created = client.post(f"/repos/{REPO}/issues", json={
         "title": "Duplicate refund for order 9", "labels": ["billing", "incident"]})
     assert created.status_code == 201
     assert created.json()["number"] == 58  # past every seeded number, never one of them
     assert set(created.json()) == set(issue)  # the same shape, field for field
 
     def listed(**params: str) -> list[int]:
-        reply = client.get(f"/repos/{REPO}/issues", headers=headers, params=params)
+        reply = client.get(f"/repos/{REPO}/issues", params=params)
         assert reply.status_code == 200
         return [i["number"] for i in reply.json()]
 
     def searched(q: str) -> list[int]:
-        reply = client.get("/search/issues", headers=headers, params={"q": q})
+        reply = client.get("/search/issues", params={"q": q})
         assert reply.status_code == 200
         return [i["number"] for i in reply.json()["items"]]
 
@@ -299,37 +315,30 @@ _DROP = object()
 def test_a_bad_github_export_says_what_is_wrong(
     tickets: Provider, data: Any, message: str
 ) -> None:
-    with pytest.raises(ExportError, match=message) as raised:
-        tickets.exported_objects(data, where="issues.json")
-    assert str(raised.value).startswith("issues.json")
+    _refused(tickets, data, "issues.json", message)
 
 
 # -- email ---------------------------------------------------------------------------------------
 
 
-def test_a_seeded_message_answers_like_one_the_fake_sent(
-    email: Provider, connect: Connect, tmp_path: Path, clock: ManualClock
-) -> None:
-    _seeded(email, tmp_path, "activity.json", SENDGRID_ACTIVITY, clock())
-    client = connect(email)
-    headers = auth(WRITER)
+def test_a_seeded_message_answers_like_one_the_fake_sent(email: Provider, seeded: Seeded) -> None:
+    client = seeded(email, "activity.json", SENDGRID_ACTIVITY)
 
-    got = client.get(f"/v3/messages/{FIRST_MSG}", headers=headers)
+    got = client.get(f"/v3/messages/{FIRST_MSG}")
     assert got.status_code == 200
     assert {k: got.json()[k] for k in DELIVERED} == DELIVERED
 
-    sent = client.post("/v3/mail/send", headers=headers, json={
+    sent = client.post("/v3/mail/send", json={
         "personalizations": [{"to": [{"email": "customer@example.org"}]}],
         "from": {"email": "billing@acme.example"}, "subject": "Your refund for order 7",
         "content": [{"type": "text/plain", "value": "Refunded."}]})
     assert sent.status_code == 202
     own_id = sent.headers["X-Message-Id"]
-    own = client.get(f"/v3/messages/{own_id}", headers=headers).json()
+    own = client.get(f"/v3/messages/{own_id}").json()
     assert set(own) == set(got.json())  # the same shape, field for field
 
     def search(query: str) -> list[str]:
-        reply = client.get("/v3/messages", headers=headers,
-                           params={"query": query, "limit": "100"})
+        reply = client.get("/v3/messages", params={"query": query, "limit": "100"})
         assert reply.status_code == 200
         return [m["msg_id"] for m in reply.json()["messages"]]
 
@@ -404,9 +413,7 @@ def _broken_message(**changes: Any) -> dict[str, Any]:
 def test_a_bad_sendgrid_export_says_what_is_wrong(
     email: Provider, data: Any, message: str
 ) -> None:
-    with pytest.raises(ExportError, match=message) as raised:
-        email.exported_objects(data, where="activity.json")
-    assert str(raised.value).startswith("activity.json")
+    _refused(email, data, "activity.json", message)
 
 
 # -- round trip ----------------------------------------------------------------------------------

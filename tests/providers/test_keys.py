@@ -10,7 +10,7 @@ import pytest
 from fake_providers import ApiKey, Email, Payments, Provider, derive_key
 from tests.conftest import ManualClock
 
-from .conftest import SIGNING_SECRET, Connect, auth, send_write
+from .conftest import SIGNING_SECRET, Connect, auth, derived, issue_derived, send_write
 
 PROVIDERS = ["payments", "email", "tickets", "deploy"]
 
@@ -20,10 +20,6 @@ def provider(request: pytest.FixtureRequest) -> Provider:
     provider: Provider = request.getfixturevalue(str(request.param))
     provider.keys.set_signing_secret(SIGNING_SECRET)
     return provider
-
-
-def derived(provider: Provider, label: str, base: str = "") -> str:
-    return derive_key(base or f"{provider.name}-writer-a", label, signing_secret=SIGNING_SECRET)
 
 
 def test_derive_key_is_base_label_and_a_truncated_hmac() -> None:
@@ -77,8 +73,7 @@ def test_derived_key_acts_as_its_base_key_and_is_journaled_with_its_label(
 
 
 def test_find_and_presented_return_the_base_key_with_the_label(payments: Provider) -> None:
-    payments.keys.set_signing_secret(SIGNING_SECRET)
-    secret = derived(payments, "recovery.1")
+    secret = issue_derived(payments, "recovery.1")
     found = payments.keys.find(secret)
     base = payments.keys.find("payments-writer-a")
     assert found is not None and base is not None
@@ -185,9 +180,8 @@ def test_basic_and_token_schemes_carry_derived_keys_too(
 ) -> None:
     import base64
 
-    tickets.keys.set_signing_secret(SIGNING_SECRET)
     client = connect(tickets)
-    secret = derived(tickets, "worker-1")
+    secret = issue_derived(tickets, "worker-1")
     basic = base64.b64encode(f"{secret}:x".encode()).decode()
     for header in (f"token {secret}", f"Basic {basic}"):
         answer = client.post("/repos/tenant-a/ops/issues", json={"title": "t"},
@@ -229,9 +223,8 @@ def test_a_journal_of_another_schema_version_is_refused(
 def test_refusals_name_the_base_key_not_the_derived_secret(
     payments: Provider, connect: Connect
 ) -> None:
-    payments.keys.set_signing_secret(SIGNING_SECRET)
     client = connect(payments)
-    secret = derived(payments, "worker-1")
+    secret = issue_derived(payments, "worker-1")
     answer = client.post("/v1/charges", data={"amount": "5", "currency": "usd"},
                          headers=auth(secret, **{"Stripe-Account": "tenant-b"}))
     assert answer.status_code == 403

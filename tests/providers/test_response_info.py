@@ -7,9 +7,9 @@ import dataclasses
 import httpx
 import pytest
 
-from fake_providers import Provider, ResponseInfo, derive_key, mock, transport
+from fake_providers import Provider, ResponseInfo, mock, transport
 
-from .conftest import SIGNING_SECRET, auth, send_write
+from .conftest import auth, issue_derived, send_write
 
 
 def info_of(response: httpx.Response) -> ResponseInfo:
@@ -24,8 +24,7 @@ def client(payments: Provider) -> httpx.Client:
 
 
 def test_a_write_and_its_replay(payments: Provider, client: httpx.Client) -> None:
-    payments.keys.set_signing_secret(SIGNING_SECRET)
-    secret = derive_key("payments-writer-a", "worker-1", signing_secret=SIGNING_SECRET)
+    secret = issue_derived(payments, "worker-1")
     headers = auth(secret, **{"Idempotency-Key": "k-1"})
     first = client.post("/v1/charges", data={"amount": "5", "currency": "usd"}, headers=headers)
     again = client.post("/v1/charges", data={"amount": "5", "currency": "usd"}, headers=headers)
@@ -82,9 +81,8 @@ def test_refusals_carry_it_too(payments: Provider, client: httpx.Client) -> None
 def test_a_revoked_derived_key_is_refused_with_its_label(
     payments: Provider, client: httpx.Client
 ) -> None:
-    payments.keys.set_signing_secret(SIGNING_SECRET)
+    secret = issue_derived(payments, "worker-9")
     payments.keys.revoke("payments-writer-a")
-    secret = derive_key("payments-writer-a", "worker-9", signing_secret=SIGNING_SECRET)
     refused = client.post("/v1/charges", data={"amount": "5", "currency": "usd"},
                           headers=auth(secret))
     assert (info_of(refused).status, info_of(refused).label) == (401, "worker-9")

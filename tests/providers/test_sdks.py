@@ -17,10 +17,10 @@ from python_http_client.exceptions import BadRequestsError, UnauthorizedError
 from sendgrid import SendGridAPIClient
 from sendgrid.helpers.mail import CustomArg, Mail
 
-from fake_providers import Provider, derive_key, mock, serve
+from fake_providers import Provider, mock, serve
 from tests.conftest import ManualClock
 
-from .conftest import SIGNING_SECRET
+from .conftest import issue_derived
 
 # stripe-python's HTTPXClient passes the encoded form as ``data=<str>``, which httpx 0.28
 # deprecates; it is stripe's call, not ours.
@@ -160,8 +160,7 @@ def test_sendgrid(email: Provider, clock: ManualClock) -> None:
 
 
 def test_stripe_python_with_a_derived_key(payments: Provider) -> None:
-    payments.keys.set_signing_secret(SIGNING_SECRET)
-    secret = derive_key("payments-writer-a", "worker-1", signing_secret=SIGNING_SECRET)
+    secret = issue_derived(payments, "worker-1")
     with serve(payments) as url:
         http_client = stripe.RequestsClient()
         client = stripe.StripeClient(secret, base_addresses={"api": url},
@@ -183,8 +182,7 @@ def test_stripe_python_with_a_derived_key(payments: Provider) -> None:
 
 
 def test_pygithub_with_a_derived_key(tickets: Provider) -> None:
-    tickets.keys.set_signing_secret(SIGNING_SECRET)
-    secret = derive_key("tickets-writer-a", "worker-2", signing_secret=SIGNING_SECRET)
+    secret = issue_derived(tickets, "worker-2")
     with serve(tickets) as url:
         gh = Github(auth=Auth.Token(secret), base_url=url, retry=None,
                     seconds_between_requests=None, seconds_between_writes=None)
@@ -201,8 +199,7 @@ def test_pygithub_with_a_derived_key(tickets: Provider) -> None:
 
 
 def test_sendgrid_with_a_derived_key(email: Provider) -> None:
-    email.keys.set_signing_secret(SIGNING_SECRET)
-    secret = derive_key("email-writer-a", "recovery.1", signing_secret=SIGNING_SECRET)
+    secret = issue_derived(email, "recovery.1")
     with serve(email) as url:
         sg = SendGridAPIClient(api_key=secret, host=url)
         sent = sg.send(Mail(from_email="agent@example.com", to_emails="ops@example.com",

@@ -11,9 +11,9 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from fake_providers import Provider, ResponseInfo, derive_key, loopback, serve
+from fake_providers import Provider, ResponseInfo, loopback, serve
 
-from .conftest import SIGNING_SECRET
+from .conftest import issue_derived
 
 CRASH = b"CRASHPOINT kill\n"
 
@@ -69,8 +69,7 @@ class Hook:
 
 
 def test_the_preamble_reaches_the_client_before_the_status_line(payments: Provider) -> None:
-    payments.keys.set_signing_secret(SIGNING_SECRET)
-    secret = derive_key("payments-writer-a", "worker-1", signing_secret=SIGNING_SECRET)
+    secret = issue_derived(payments, "worker-1")
     hook = Hook()
     with serve(payments, preamble=hook) as url, connect_raw(url) as sock:
         sock.sendall(charge(secret))
@@ -201,12 +200,18 @@ def test_a_truncated_body_is_never_handled(payments: Provider) -> None:
     assert payments.journal.requests() == []
 
 
-@pytest.mark.parametrize("sent", [b"POST /v1/charges HTTP/1.0\r\nContent-Le", b"BODY"])
+#: A client that stops sending half way through its request's head, or through its body.
+STALLED = pytest.mark.parametrize(
+    "sent",
+    [b"POST /v1/charges HTTP/1.0\r\nContent-Le", head_only("21") + b"amount=5"],
+    ids=["in-the-head", "in-the-body"],
+)
+
+
+@STALLED
 def test_a_stalled_request_is_dropped_after_the_read_timeout(
     payments: Provider, sent: bytes
 ) -> None:
-    if sent == b"BODY":
-        sent = head_only("21") + b"amount=5"
     with serve(payments, read_timeout=0.3) as url, connect_raw(url, timeout=5) as sock:
         sock.sendall(sent)
         started = time.monotonic()
@@ -215,12 +220,10 @@ def test_a_stalled_request_is_dropped_after_the_read_timeout(
     assert payments.journal.requests() == []
 
 
-@pytest.mark.parametrize("sent", [b"POST /v1/charges HTTP/1.0\r\nContent-Le", b"BODY"])
+@STALLED
 def test_leaving_serve_does_not_wait_for_a_stalled_client(
     payments: Provider, sent: bytes
 ) -> None:
-    if sent == b"BODY":
-        sent = head_only("21") + b"amount=5"
     with ExitStack() as stack:
         with serve(payments) as url:  # the default read timeout, 10 s
             sock = stack.enter_context(connect_raw(url))

@@ -233,6 +233,18 @@ def timeline(page: str) -> Timeline:
     return parser
 
 
+@pytest.fixture
+def page(tmp_path: Path) -> str:
+    """The page of the example report, :func:`document`."""
+    return render(document(), tmp_path)
+
+
+@pytest.fixture
+def parsed(page: str) -> Timeline:
+    """The timeline of the example report's page."""
+    return timeline(page)
+
+
 def cell(parsed: Timeline, lane: str, fragment: str) -> dict[str, Any]:
     """The one cell of ``lane`` whose text has ``fragment``."""
     column = parsed.lanes.index(lane)
@@ -241,8 +253,7 @@ def cell(parsed: Timeline, lane: str, fragment: str) -> dict[str, Any]:
     return found[0]
 
 
-def test_the_page_is_self_contained_and_escapes_what_it_shows(tmp_path: Path) -> None:
-    page = render(document(), tmp_path)
+def test_the_page_is_self_contained_and_escapes_what_it_shows(page: str) -> None:
     assert page.startswith("<!DOCTYPE html>")
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)
     assert "<link" not in page and "<script src" not in page
@@ -250,8 +261,7 @@ def test_the_page_is_self_contained_and_escapes_what_it_shows(tmp_path: Path) ->
     assert '<html lang="en">' in page and '<main id="main">' in page
 
 
-def test_the_summary_counts_and_links_each_test(tmp_path: Path) -> None:
-    page = render(document(), tmp_path)
+def test_the_summary_counts_and_links_each_test(page: str) -> None:
     assert "<title>crashpoints report: FAILED, 2 crash test(s)</title>" in page
     assert "1 passed, 0 broken agents caught, 1 failed" in page
     # 4 cases in 2.0 s, and each test's row links to its section.
@@ -266,14 +276,12 @@ def test_the_summary_counts_and_links_each_test(tmp_path: Path) -> None:
     )
 
 
-def test_one_lane_per_process_the_ledger_and_each_provider(tmp_path: Path) -> None:
-    parsed = timeline(render(document(), tmp_path))
+def test_one_lane_per_process_the_ledger_and_each_provider(parsed: Timeline) -> None:
     assert parsed.lanes == ["harness", "worker-1", "recovery-2", "ledger", "email"]
     assert len(parsed.rows) == len(CASE["timeline"])
 
 
-def test_kills_starts_and_authority_changes_are_marks_in_their_lane(tmp_path: Path) -> None:
-    parsed = timeline(render(document(), tmp_path))
+def test_kills_starts_and_authority_changes_are_marks_in_their_lane(parsed: Timeline) -> None:
     kill = cell(parsed, "worker-1", "KILLED at B")
     assert kill["marks"] == ["mark m-kill"] and "end" in kill["classes"]
     assert cell(parsed, "worker-1", "▶ message 0")["marks"] == ["mark m-start"]
@@ -285,8 +293,9 @@ def test_kills_starts_and_authority_changes_are_marks_in_their_lane(tmp_path: Pa
     assert alive == [False] * 9 + [True, True, True, False]
 
 
-def test_the_duplicate_is_marked_where_the_check_found_it_and_nothing_else(tmp_path: Path) -> None:
-    parsed = timeline(render(document(), tmp_path))
+def test_the_duplicate_is_marked_where_the_check_found_it_and_nothing_else(
+    parsed: Timeline,
+) -> None:
     first = cell(parsed, "email", "1st of 2: mail.send 202 EFFECT")
     repeat = cell(parsed, "email", "DUPLICATE mail.send 202 EFFECT")
     assert {"hl"} <= first["classes"] and {"hl", "dup"} <= repeat["classes"]
@@ -308,8 +317,7 @@ def test_what_no_check_named_is_not_marked(tmp_path: Path) -> None:
     assert "DUPLICATE" not in "".join(row[email]["text"] for row in parsed.rows)
 
 
-def test_events_open_to_their_journal_entry_and_ledger_row(tmp_path: Path) -> None:
-    page = render(document(), tmp_path)
+def test_events_open_to_their_journal_entry_and_ledger_row(page: str) -> None:
     # A journal entry's fields, and a link to the row it is tied to.
     assert "<dt>request</dt><dd>r-2</dd>" in page
     assert "<dt>by</dt><dd>recovery-2</dd>" in page
@@ -321,8 +329,7 @@ def test_events_open_to_their_journal_entry_and_ledger_row(tmp_path: Path) -> No
     assert targets and targets <= ids, targets - ids
 
 
-def test_the_replay_command_has_a_copy_button(tmp_path: Path) -> None:
-    page = render(document(), tmp_path)
+def test_the_replay_command_has_a_copy_button(page: str) -> None:
     assert (
         '<code id="t1-replay">pytest test_x.py::test_broken --crashpoints-replay=TOKEN</code>'
         in page
@@ -330,8 +337,7 @@ def test_the_replay_command_has_a_copy_button(tmp_path: Path) -> None:
     assert '<button type="button" data-copy="t1-replay">Copy the command</button>' in page
 
 
-def test_each_test_lists_its_schedules_collapsed(tmp_path: Path) -> None:
-    page = render(document(), tmp_path)
+def test_each_test_lists_its_schedules_collapsed(page: str) -> None:
     assert page.count('<details class="schedules"') == 2
     assert "<details open" not in page
     assert "<summary>2 schedules run: 1 passed, 1 failed</summary>" in page

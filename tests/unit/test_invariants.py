@@ -7,20 +7,19 @@ import dataclasses
 import pytest
 
 from pytest_crashpoints import Attempt, Authority, State, args_hash
-from pytest_crashpoints._harness.authority_store import AuthorityChange
-from pytest_crashpoints._harness.evidence import (
+from pytest_crashpoints._harness.storage.authority_store import AuthorityChange
+from pytest_crashpoints._harness.verdict.evidence import (
     ExpectedEffect,
     Incident,
     Observation,
     ProviderRequest,
     RecoveryRerun,
 )
-from pytest_crashpoints._harness.invariants import check_all
+from pytest_crashpoints._harness.verdict.invariants import check_all
 from pytest_crashpoints.harness import Evidence, Violation, unchecked
 from pytest_crashpoints.ledger import QueueEntry
+from tests.fakes import ARGS, AUTH
 
-AUTH = Authority.of(tenant_id="tenant-7", credential_scope="email:send", policy_version="p1")
-ARGS = {"to": "a@example.com", "invoice": "inv-7"}
 HASH = args_hash(ARGS)
 
 

@@ -17,8 +17,7 @@ from pytest_crashpoints.errors import (
 )
 from pytest_crashpoints.ledger import SCHEMA_VERSION
 from tests.conftest import ManualClock
-
-AUTH = Authority.of(tenant_id="tenant-7", credential_scope="email:send", policy_version="p1")
+from tests.fakes import AUTH
 
 
 def intent(ledger: Ledger, key: str = "invoice:tenant-7:inv-1:send", **overrides: object):

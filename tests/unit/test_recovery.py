@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from pytest_crashpoints import (
@@ -15,10 +17,8 @@ from pytest_crashpoints import (
 )
 from pytest_crashpoints.ledger import RecoveryPolicy
 from tests.conftest import ManualClock
-from tests.fakes import FakeMailer
+from tests.fakes import ARGS, AUTH, FakeMailer
 
-AUTH = Authority.of(tenant_id="tenant-7", credential_scope="email:send", policy_version="p1")
-ARGS = {"to": "a@example.com", "invoice": "inv-7"}
 KEY = "invoice:tenant-7:inv-7:send"
 
 
@@ -88,11 +88,18 @@ def test_absent_is_dispatched_again_with_the_same_key(
     assert mailer.sent == [(KEY, args_hash(ARGS))]
 
 
-def test_other_payload_goes_to_review(
-    ledger: Ledger, mailer: FakeMailer, clock: ManualClock
+@pytest.mark.parametrize(
+    "provider",
+    [{"lookup_answer": Found(payload_hash="f" * 64)}, {"has_lookup": False}],
+    ids=["other-payload", "no-lookup-and-no-idempotency"],
+)
+def test_an_unknown_that_cannot_be_settled_goes_to_review_never_retried(
+    ledger: Ledger, clock: ManualClock, provider: dict[str, Any]
 ) -> None:
+    """The provider has the request with another payload, or it cannot say whether it has
+    it and would not deduplicate a retry."""
+    mailer = FakeMailer(ledger.path, **provider)
     left_at(ledger, State.UNKNOWN)
-    mailer.lookup_answer = Found(payload_hash="f" * 64)
     clock.advance(61)
     assert run(ledger, mailer) == [(State.UNKNOWN, State.MANUAL_REVIEW, "sent to review")]
     assert mailer.sent == []
@@ -119,16 +126,6 @@ def test_unavailable_lookup_backs_off_keeps_an_owner_then_reviews(
     assert run(ledger, mailer, policy=policy) == [
         (State.UNKNOWN, State.MANUAL_REVIEW, "sent to review")
     ]
-    assert mailer.sent == []
-
-
-def test_no_lookup_and_no_idempotency_is_never_retried(
-    ledger: Ledger, mailer: FakeMailer, clock: ManualClock
-) -> None:
-    mailer.has_lookup = False
-    left_at(ledger, State.UNKNOWN)
-    clock.advance(61)
-    assert run(ledger, mailer) == [(State.UNKNOWN, State.MANUAL_REVIEW, "sent to review")]
     assert mailer.sent == []
 
 

@@ -9,7 +9,6 @@ import pytest
 from pytest_crashpoints import (
     Absent,
     Attempt,
-    Authority,
     Found,
     Ledger,
     ProviderRejected,
@@ -20,9 +19,7 @@ from pytest_crashpoints import (
 from pytest_crashpoints.errors import ArgumentsError, IdempotencyKeyConflict
 from pytest_crashpoints.ledger import LookupResult
 from tests.conftest import ManualClock
-from tests.fakes import FakeMailer
-
-AUTH = Authority.of(tenant_id="tenant-7", credential_scope="email:send", policy_version="p1")
+from tests.fakes import AUTH, FakeMailer
 
 
 def call(ledger: Ledger, adapter: FakeMailer, **overrides: object) -> Attempt:
