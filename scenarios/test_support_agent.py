@@ -28,16 +28,26 @@ from scenarios.support_agent import (
 )
 
 if TYPE_CHECKING:
-    from pytest_crashpoints import CrashpointsFixture
+    from collections.abc import Callable
+    from typing import Any
 
+    from pytest_crashpoints import Context, CrashpointsFixture
 
-@pytest.mark.crashpoints(
+#: Every kill after the model chose a tool: restarted, the agent asks the model again.
+after_the_model_chose = pytest.mark.crashpoints(
     points=["model.tool_call"], providers=["model", "payments", "email"],
     mode="exhaustive", max_faults=1,
 )
-def test_one_refund_and_one_email(crashpoints: CrashpointsFixture) -> None:
+
+
+def run_the_ticket(
+    crashpoints: CrashpointsFixture, worker: Callable[[Any, Context], object]
+) -> None:
+    """The case both forms of the agent run: the ticket, the charge it is about (made before
+    each case), and a model that picks another amount when it is asked again (2000 cents,
+    where it first said 1500)."""
     crashpoints.run(
-        worker=handle_ticket,
+        worker=worker,
         recover=recover,
         messages=[TICKET],
         model=support_script(reask_amount=2000),
@@ -45,18 +55,14 @@ def test_one_refund_and_one_email(crashpoints: CrashpointsFixture) -> None:
     )
 
 
-@pytest.mark.crashpoints(
-    points=["model.tool_call"], providers=["model", "payments", "email"],
-    mode="exhaustive", max_faults=1,
-)
+@after_the_model_chose
+def test_one_refund_and_one_email(crashpoints: CrashpointsFixture) -> None:
+    run_the_ticket(crashpoints, handle_ticket)
+
+
+@after_the_model_chose
 def test_the_graph_runs_each_tool_once(crashpoints: CrashpointsFixture) -> None:
     pytest.importorskip("langgraph.checkpoint.sqlite", reason="an agents extra")
     from scenarios.support_graph import handle_ticket as graph_ticket
 
-    crashpoints.run(
-        worker=graph_ticket,
-        recover=recover,
-        messages=[TICKET],
-        model=support_script(reask_amount=2000),
-        setup=create_charge,
-    )
+    run_the_ticket(crashpoints, graph_ticket)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import sqlite3
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import httpx
@@ -68,7 +68,8 @@ def _authority(ctx: Context, task_id: str) -> Authority:
 
 
 def _calls_with_keys(message: Mapping[str, Any], ctx: Context, keys: list[str]) -> list[str]:
-    """The reference worker, but with the given idempotency key for each call."""
+    """The reference worker, but with the given idempotency key for each call, and the task's
+    authority read once, when the message arrives."""
     task_id = str(message["task_id"])
     authority = _authority(ctx, task_id)
     adapters = ctx.adapters()
@@ -85,6 +86,30 @@ def _calls_with_keys(message: Mapping[str, Any], ctx: Context, keys: list[str]) 
         )
         states.append(attempt.state.value)
     return states
+
+
+def _intents(
+    message: Mapping[str, Any], ctx: Context, *, lease_seconds: float | None = None
+) -> Iterator[tuple[Attempt, bool, Any, Authority]]:
+    """Record the intent of each call of the message in turn, under the task's authority read
+    when the message arrives: the reference order's first step, which the workers below that
+    take the later steps by hand get right (their bugs come after it). Yields the attempt,
+    whether this delivery created it, the call's adapter and that authority."""
+    task_id = str(message["task_id"])
+    authority = _authority(ctx, task_id)
+    adapters = ctx.adapters()
+    for call in message["calls"]:
+        adapter = adapters[call["tool"]]
+        attempt, created = ctx.ledger.record_intent(
+            task_id=task_id,
+            tool_name=adapter.tool_name,
+            args=normalize_args(call["args"]),
+            idempotency_key=call["key"],
+            authority=authority,
+            actor=ctx.worker_id,
+            lease_seconds=lease_seconds,
+        )
+        yield attempt, created, adapter, authority
 
 
 # -- 1. blind retry ---------------------------------------------------------------------------
@@ -154,31 +179,17 @@ def dispatched_after_send_worker(message: Mapping[str, Any], ctx: Context) -> li
     the send and the record (B) leaves an INTENT_RECORDED attempt for an email that was sent:
     recovery rightly believes it never left and sends it again. Caught by invariant 1.
     """
-    task_id = str(message["task_id"])
-    authority = _authority(ctx, task_id)
-    adapters = ctx.adapters()
     ledger = ctx.ledger
     states = []
-    for call in message["calls"]:
-        adapter = adapters[call["tool"]]
-        args = normalize_args(call["args"])
-        attempt, created = ledger.record_intent(
-            task_id=task_id,
-            tool_name=adapter.tool_name,
-            args=args,
-            idempotency_key=call["key"],
-            authority=authority,
-            actor=ctx.worker_id,
-            lease_seconds=60.0,
-        )
+    for attempt, created, adapter, authority in _intents(message, ctx, lease_seconds=60.0):
         if not created and attempt.state is not State.INTENT_RECORDED:
             states.append(attempt.state.value)
             continue
-        crashpoint("A", tool=adapter.tool_name, task_id=task_id)
+        crashpoint("A", tool=adapter.tool_name, task_id=attempt.task_id)
         receipt: Receipt = adapter.dispatch(
-            args, idempotency_key=attempt.idempotency_key, authority=authority
+            attempt.args, idempotency_key=attempt.idempotency_key, authority=authority
         )
-        crashpoint("B", tool=adapter.tool_name, task_id=task_id)
+        crashpoint("B", tool=adapter.tool_name, task_id=attempt.task_id)
         ledger.transition(
             attempt.attempt_id,
             State.DISPATCHED,
@@ -484,25 +495,13 @@ def failed_lookup_as_failure_worker(message: Mapping[str, Any], ctx: Context) ->
     UNKNOWN for recovery (as ``guarded_call`` leaves it). Caught by invariant 2 (FAILED, but
     the provider holds the effect) when lookups fail (F) during the worker's own delivery.
     """
-    task_id = str(message["task_id"])
-    authority = _authority(ctx, task_id)
-    adapters = ctx.adapters()
     ledger = ctx.ledger
     states = []
-    for call in message["calls"]:
-        adapter = adapters[call["tool"]]
-        attempt, created = ledger.record_intent(
-            task_id=task_id,
-            tool_name=adapter.tool_name,
-            args=normalize_args(call["args"]),
-            idempotency_key=call["key"],
-            authority=authority,
-            actor=ctx.worker_id,
-        )
+    for attempt, created, adapter, authority in _intents(message, ctx):
         if not created:
             states.append(attempt.state.value)
             continue
-        where = {"tool": adapter.tool_name, "task_id": task_id}
+        where = {"tool": adapter.tool_name, "task_id": attempt.task_id}
         crashpoint("A", **where)
         attempt = ledger.transition(
             attempt.attempt_id,
@@ -620,19 +619,4 @@ def authority_read_once_worker(message: Mapping[str, Any], ctx: Context) -> list
     MANUAL_REVIEW. Caught by invariant 4 when the authority changes between two tool calls of
     one message (E midway).
     """
-    task_id = str(message["task_id"])
-    authority = _authority(ctx, task_id)
-    adapters = ctx.adapters()
-    states = []
-    for call in message["calls"]:
-        attempt = guarded_call(
-            ctx.ledger,
-            adapters[call["tool"]],
-            task_id=task_id,
-            args=call["args"],
-            idempotency_key=call["key"],
-            authority=authority,
-            actor=ctx.worker_id,
-        )
-        states.append(attempt.state.value)
-    return states
+    return _calls_with_keys(message, ctx, [call["key"] for call in message["calls"]])

@@ -33,17 +33,13 @@ import redis
 from celery import Celery
 from celery.signals import task_postrun
 
-# The scenarios package (``scenarios/jobs_mailer.py``) from a checkout: this file runs as a
+# The scenarios package (``scenarios/queue_task.py``) from a checkout: this file runs as a
 # script, not as a module of an installed package.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from scenarios import jobs_mailer
+from scenarios import queue_task
 
 VARIANT, BROKER = sys.argv[1], sys.argv[2]
-HANDLERS = {
-    "parks-the-ambiguous": jobs_mailer.handle_parks_the_ambiguous,
-    "sends-then-marks": jobs_mailer.handle_sends_then_marks,
-}
 RUN_DIR = Path(os.environ["CRASHPOINTS_RUN_DIR"])
 PREFIX = f"crashpoints:{RUN_DIR.name}:"
 QUEUE = "mail"
@@ -88,12 +84,7 @@ def mail_job(job: dict[str, str]) -> str:
     how = "redelivered by the broker" if info.get("redelivered") else "delivered"
     retry = f" (retry {request.retries})" if request.retries else ""
     SAID.append(f"celery task {request.id}{retry}: job {job['task_id']} {how}")
-    status = HANDLERS[VARIANT](
-        job,
-        db=RUN_DIR / "jobs.db",
-        api_url=os.environ["CRASHPOINTS_EMAIL_URL"],
-        api_key=os.environ["CRASHPOINTS_EMAIL_KEY"],
-    )
+    status = queue_task.mail(job, variant=VARIANT)
     SAID.append(f"celery task {request.id}{retry}: job {job['task_id']} {status}")
     return status
 

@@ -21,26 +21,16 @@ from pathlib import Path
 
 import pytest
 
-from pytest_crashpoints import SQLiteLedgerView, State
+from scenarios.queue_scenarios import JOB, jobs, killed_at_b, skip_without
 from scenarios.redis_server import REDIS, redis_server
 
-MISSING = [
-    what
-    for what, ok in [
-        ("redis-server (apt-get install redis-server)", REDIS is not None),
-        ("celery[redis] (pip install 'celery[redis]')", importlib.util.find_spec("celery")),
-        ("redis (pip install redis)", importlib.util.find_spec("redis")),
-    ]
-    if not ok
-]
-pytestmark = pytest.mark.skipif(
-    bool(MISSING), reason=f"the Celery scenario needs {', '.join(MISSING)}"
-)
+pytestmark = skip_without("the Celery scenario", {
+    "redis-server (apt-get install redis-server)": REDIS,
+    "celery[redis] (pip install 'celery[redis]')": importlib.util.find_spec("celery"),
+    "redis (pip install redis)": importlib.util.find_spec("redis"),
+})
 
 MAILER = str(Path(__file__).with_name("mailer.py"))
-JOB = {"task_id": "job-7", "recipient": "ada@example.com", "body": "Invoice 7: 120 EUR"}
-STATES = {"pending": State.DISPATCHED, "sent": State.OUTCOME_CONFIRMED}
-STATES["review"] = State.MANUAL_REVIEW
 
 
 @pytest.fixture
@@ -50,19 +40,7 @@ def broker() -> Iterator[str]:
         yield f"redis+socket://{socket}"
 
 
-def jobs(ctx):
-    columns = {"attempt_id": "id", "state": "status"}
-    return SQLiteLedgerView(ctx.env.path / "jobs.db", table="jobs", columns=columns, states=STATES)
-
-
-@pytest.mark.crashpoints(
-    points="B",
-    providers=["email"],
-    mode="exhaustive",
-    timeout=60,
-    engine="processes",
-    strict_coverage=False,
-)
+@killed_at_b()
 def test_a_task_that_parks_a_half_done_job_survives_redelivery(crashpoints, broker):
     report = crashpoints.run(
         command=[sys.executable, MAILER, "parks-the-ambiguous", broker],
@@ -72,15 +50,7 @@ def test_a_task_that_parks_a_half_done_job_survives_redelivery(crashpoints, brok
     assert report.killed["B"]
 
 
-@pytest.mark.crashpoints(
-    points="B",
-    providers=["email"],
-    mode="exhaustive",
-    timeout=60,
-    engine="processes",
-    strict_coverage=False,
-    expect=1,
-)
+@killed_at_b(expect=1)
 def test_a_task_that_is_not_idempotent_mails_twice_on_redelivery(crashpoints, broker):
     report = crashpoints.run(
         command=[sys.executable, MAILER, "sends-then-marks", broker],

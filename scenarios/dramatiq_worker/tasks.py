@@ -10,12 +10,7 @@ from pathlib import Path
 import dramatiq
 import redis
 
-from scenarios import jobs_mailer
-
-HANDLERS = {
-    "parks-the-ambiguous": jobs_mailer.handle_parks_the_ambiguous,
-    "sends-then-marks": jobs_mailer.handle_sends_then_marks,
-}
+from scenarios import queue_task
 
 
 def done_key(run_dir: str, task_id: str) -> str:
@@ -30,12 +25,7 @@ def mail_job(job: dict[str, str], variant: str, redis_url: str) -> None:
     retries = message.options.get("retries", 0) if message is not None else 0
     how = f"retry {retries}" if retries else "run"
     print(f"dramatiq message for job {job['task_id']}: {how}", flush=True)
-    run_dir = Path(os.environ["CRASHPOINTS_RUN_DIR"])
-    status = HANDLERS[variant](
-        job,
-        db=run_dir / "jobs.db",
-        api_url=os.environ["CRASHPOINTS_EMAIL_URL"],
-        api_key=os.environ["CRASHPOINTS_EMAIL_KEY"],
-    )
+    status = queue_task.mail(job, variant=variant)
     print(f"dramatiq message for job {job['task_id']}: {status}", flush=True)
+    run_dir = Path(os.environ["CRASHPOINTS_RUN_DIR"])
     redis.Redis.from_url(redis_url).set(done_key(run_dir.name, job["task_id"]), status)

@@ -18,25 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_crashpoints import SQLiteLedgerView, State
+from scenarios.queue_scenarios import JOB, jobs, killed_at_b, skip_without
 from scenarios.redis_server import REDIS, redis_server
 
-MISSING = [
-    what
-    for what, ok in [
-        ("redis-server (apt-get install redis-server)", REDIS is not None),
-        ("dramatiq[redis] (pip install 'dramatiq[redis]')", importlib.util.find_spec("dramatiq")),
-    ]
-    if not ok
-]
-pytestmark = pytest.mark.skipif(
-    bool(MISSING), reason=f"the Dramatiq scenario needs {', '.join(MISSING)}"
-)
+pytestmark = skip_without("the Dramatiq scenario", {
+    "redis-server (apt-get install redis-server)": REDIS,
+    "dramatiq[redis] (pip install 'dramatiq[redis]')": importlib.util.find_spec("dramatiq"),
+})
 
 MAILER = str(Path(__file__).with_name("mailer.py"))
-JOB = {"task_id": "job-7", "recipient": "ada@example.com", "body": "Invoice 7: 120 EUR"}
-STATES = {"pending": State.DISPATCHED, "sent": State.OUTCOME_CONFIRMED,
-          "review": State.MANUAL_REVIEW}
 
 
 @pytest.fixture
@@ -45,21 +35,14 @@ def broker() -> Iterator[str]:
         yield f"unix://{socket}"
 
 
-def jobs(ctx):
-    columns = {"attempt_id": "id", "state": "status"}
-    return SQLiteLedgerView(ctx.env.path / "jobs.db", table="jobs", columns=columns, states=STATES)
-
-
-@pytest.mark.crashpoints(points="B", providers=["email"], mode="exhaustive", timeout=60,
-                         engine="processes", strict_coverage=False)
+@killed_at_b()
 def test_an_actor_that_parks_a_half_done_job_survives_redelivery(crashpoints, broker):
     report = crashpoints.run(command=[sys.executable, MAILER, "parks-the-ambiguous", broker],
                              messages=[JOB], ledger_view=jobs)
     assert report.killed["B"]
 
 
-@pytest.mark.crashpoints(points="B", providers=["email"], mode="exhaustive", timeout=60,
-                         engine="processes", strict_coverage=False, expect=1)
+@killed_at_b(expect=1)
 def test_an_actor_that_is_not_idempotent_mails_twice_on_redelivery(crashpoints, broker):
     report = crashpoints.run(command=[sys.executable, MAILER, "sends-then-marks", broker],
                              messages=[JOB], ledger_view=jobs)

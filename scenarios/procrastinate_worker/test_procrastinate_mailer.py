@@ -20,25 +20,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_crashpoints import SQLiteLedgerView, State
 from scenarios.postgres_server import POSTGRES_BIN, postgres_server
+from scenarios.queue_scenarios import JOB, jobs, killed_at_b, skip_without
 
-MISSING = [
-    what
-    for what, ok in [
-        ("PostgreSQL (apt-get install postgresql)", POSTGRES_BIN is not None),
-        ("procrastinate (pip install procrastinate)", importlib.util.find_spec("procrastinate")),
-    ]
-    if not ok
-]
-pytestmark = pytest.mark.skipif(
-    bool(MISSING), reason=f"the procrastinate scenario needs {', '.join(MISSING)}"
-)
+pytestmark = skip_without("the procrastinate scenario", {
+    "PostgreSQL (apt-get install postgresql)": POSTGRES_BIN,
+    "procrastinate (pip install procrastinate)": importlib.util.find_spec("procrastinate"),
+})
 
 MAILER = str(Path(__file__).with_name("mailer.py"))
-JOB = {"task_id": "job-7", "recipient": "ada@example.com", "body": "Invoice 7: 120 EUR"}
-STATES = {"pending": State.DISPATCHED, "sent": State.OUTCOME_CONFIRMED,
-          "review": State.MANUAL_REVIEW}
 
 
 @pytest.fixture(scope="module")
@@ -53,21 +43,14 @@ def database() -> Iterator[str]:
         yield dsn
 
 
-def jobs(ctx):
-    columns = {"attempt_id": "id", "state": "status"}
-    return SQLiteLedgerView(ctx.env.path / "jobs.db", table="jobs", columns=columns, states=STATES)
-
-
-@pytest.mark.crashpoints(points="B", providers=["email"], mode="exhaustive", timeout=60,
-                         engine="processes", strict_coverage=False)
+@killed_at_b()
 def test_stalled_jobs_retried_by_a_periodic_task_survive_a_kill(crashpoints, database):
     report = crashpoints.run(command=[sys.executable, MAILER, "retry-stalled", database],
                              messages=[JOB], ledger_view=jobs)
     assert report.killed["B"]
 
 
-@pytest.mark.crashpoints(points="B", providers=["email"], mode="exhaustive", timeout=60,
-                         engine="processes", strict_coverage=False, expect=2)
+@killed_at_b(expect=2)
 def test_procrastinates_default_leaves_a_killed_workers_job_doing(crashpoints, database):
     report = crashpoints.run(command=[sys.executable, MAILER, "default", database],
                              messages=[JOB], ledger_view=jobs)

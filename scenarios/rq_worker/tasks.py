@@ -3,12 +3,9 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 from rq import get_current_job
 
-from scenarios import jobs_mailer
+from scenarios import queue_task
 
 
 def mail_job(job: dict[str, str]) -> str:
@@ -20,11 +17,6 @@ def mail_job(job: dict[str, str]) -> str:
     )
     print(f"rq job {job['task_id']}: {'run again by RQ (a retry)' if again else 'run'}",
           flush=True)
-    status = jobs_mailer.handle_parks_the_ambiguous(
-        job,
-        db=Path(os.environ["CRASHPOINTS_RUN_DIR"]) / "jobs.db",
-        api_url=os.environ["CRASHPOINTS_EMAIL_URL"],
-        api_key=os.environ["CRASHPOINTS_EMAIL_KEY"],
-    )
+    status = queue_task.mail(job)
     print(f"rq job {job['task_id']}: {status}", flush=True)
     return status

@@ -22,23 +22,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_crashpoints import SQLiteLedgerView, State
+from scenarios.queue_scenarios import JOB, jobs, killed_at_b, skip_without
 from scenarios.redis_server import REDIS, redis_server
 
-MISSING = [
-    what
-    for what, ok in [
-        ("redis-server (apt-get install redis-server)", REDIS is not None),
-        ("rq (pip install rq)", importlib.util.find_spec("rq")),
-    ]
-    if not ok
-]
-pytestmark = pytest.mark.skipif(bool(MISSING), reason=f"the RQ scenario needs {', '.join(MISSING)}")
+pytestmark = skip_without("the RQ scenario", {
+    "redis-server (apt-get install redis-server)": REDIS,
+    "rq (pip install rq)": importlib.util.find_spec("rq"),
+})
 
 MAILER = str(Path(__file__).with_name("mailer.py"))
-JOB = {"task_id": "job-7", "recipient": "ada@example.com", "body": "Invoice 7: 120 EUR"}
-STATES = {"pending": State.DISPATCHED, "sent": State.OUTCOME_CONFIRMED,
-          "review": State.MANUAL_REVIEW}
 
 
 @pytest.fixture
@@ -47,21 +39,14 @@ def broker() -> Iterator[str]:
         yield f"unix://{socket}"
 
 
-def jobs(ctx):
-    columns = {"attempt_id": "id", "state": "status"}
-    return SQLiteLedgerView(ctx.env.path / "jobs.db", table="jobs", columns=columns, states=STATES)
-
-
-@pytest.mark.crashpoints(points="B", providers=["email"], mode="exhaustive", timeout=60,
-                         engine="processes", strict_coverage=False)
+@killed_at_b()
 def test_a_job_with_retries_is_run_again_by_rq_and_parked(crashpoints, broker):
     report = crashpoints.run(command=[sys.executable, MAILER, "3", broker], messages=[JOB],
                              ledger_view=jobs)
     assert report.killed["B"]
 
 
-@pytest.mark.crashpoints(points="B", providers=["email"], mode="exhaustive", timeout=60,
-                         engine="processes", strict_coverage=False, expect=2)
+@killed_at_b(expect=2)
 def test_rqs_default_fails_an_abandoned_job_for_good(crashpoints, broker):
     report = crashpoints.run(command=[sys.executable, MAILER, "0", broker], messages=[JOB],
                              ledger_view=jobs)
