@@ -243,22 +243,7 @@ class Model(Provider):
         except (UnicodeDecodeError, ValueError):
             return self.error(400, "The request body is not valid JSON.", code="invalid_json")
         try:
-            request = _object(body, "the request body")
-            if request.get("stream"):
-                raise _BadRequest(
-                    "this fake model does not stream: call it without stream=True"
-                )
-            if request.get("previous_response_id") or request.get("conversation"):
-                raise _BadRequest(
-                    "this fake model keeps no conversations: send the whole input each time "
-                    "(no previous_response_id or conversation)"
-                )
-            if request.get("n") not in (None, 1):
-                raise _BadRequest("this fake model answers one choice: leave n at 1")
-            model = request.get("model")
-            if not isinstance(model, str) or not model:
-                raise _BadRequest("model is required (the name of a model, any string)")
-            messages, tools = parse(request)
+            request, model, messages, tools = _read_request(body, parse)
         except _BadRequest as exc:
             return self.error(400, f"{exc}.", code="invalid_request")
         conversation = Conversation(tuple(messages), tuple(tools), api, model)
@@ -275,23 +260,14 @@ class Model(Provider):
             "prompt_tokens": prompt_tokens, "completion_tokens": 0, "error": None,
         }
         try:
-            if self.script is None:
-                raise ScriptError(
-                    "the model has no script: give one (crashpoints.run(..., model=Script(...)) "
-                    "in a crash test, Model(..., script=...) or model.script = ... otherwise)."
-                )
-            turn = self.script.answer(conversation)
+            turn = self._answer(conversation)
         except ScriptError as exc:
             record["error"] = str(exc)
             reply = self.error(400, f"crashpoints script: {exc}", code="script_error")
             reply.payload_hash = digest
             reply.on_commit = _store(record)
             return reply
-        prefix = "toolu_" if api == "messages" else "call_"
-        named = tuple(
-            ToolCall(c.name, c.arguments, prefix + _call_id(call.request_id, index))
-            for index, c in enumerate(turn.tool_calls)
-        )
+        named = _named_calls(turn.tool_calls, api, call.request_id)
         turn = ModelTurn(turn.text, named)
         completion_tokens = _tokens((turn.text or "") + json.dumps(
             [[c.name, dict(c.arguments)] for c in named]))
@@ -309,6 +285,51 @@ class Model(Provider):
             tool_calls=tuple(c.name for c in named),
             on_commit=_store(record),
         )
+
+    def _answer(self, conversation: Conversation) -> ModelTurn:
+        """The script's turn for ``conversation``. Raises :class:`ScriptError` when the
+        model has no script, or the script no answer."""
+        if self.script is None:
+            raise ScriptError(
+                "the model has no script: give one (crashpoints.run(..., model=Script(...)) "
+                "in a crash test, Model(..., script=...) or model.script = ... otherwise)."
+            )
+        return self.script.answer(conversation)
+
+
+def _read_request(
+    body: Any, parse: Callable[[dict[str, Any]], tuple[list[Message], list[str]]]
+) -> tuple[dict[str, Any], str, list[Message], list[str]]:
+    """The request ``body`` read with its API's ``parse``: the request, the model it names,
+    its messages and its tools. Raises :class:`_BadRequest` for what this fake model does
+    not do (stream, keep conversations, answer more than one choice)."""
+    request = _object(body, "the request body")
+    if request.get("stream"):
+        raise _BadRequest("this fake model does not stream: call it without stream=True")
+    if request.get("previous_response_id") or request.get("conversation"):
+        raise _BadRequest(
+            "this fake model keeps no conversations: send the whole input each time "
+            "(no previous_response_id or conversation)"
+        )
+    if request.get("n") not in (None, 1):
+        raise _BadRequest("this fake model answers one choice: leave n at 1")
+    model = request.get("model")
+    if not isinstance(model, str) or not model:
+        raise _BadRequest("model is required (the name of a model, any string)")
+    messages, tools = parse(request)
+    return request, model, messages, tools
+
+
+def _named_calls(
+    calls: Iterable[ToolCall], api: str, request_id: str
+) -> tuple[ToolCall, ...]:
+    """The script's tool ``calls`` with the ids ``api`` gives them in the answer to request
+    ``request_id`` (``toolu_...`` for Anthropic's, ``call_...`` for OpenAI's)."""
+    prefix = "toolu_" if api == "messages" else "call_"
+    return tuple(
+        ToolCall(c.name, c.arguments, prefix + _call_id(request_id, index))
+        for index, c in enumerate(calls)
+    )
 
 
 def _store(record: dict[str, Any]) -> Callable[[sqlite3.Connection, Reply], None]:

@@ -169,6 +169,65 @@ def openapi(
         ) from None
 
 
+def _item_ids(doc: _Document, paths: Mapping[str, Any]) -> dict[str, tuple[str, bool]]:
+    """Which parameter names the object of each item path (one that ends with a parameter),
+    by object type, and whether that parameter is an integer."""
+    ids: dict[str, tuple[str, bool]] = {}
+    for path, item in paths.items():
+        params = re.findall(r"\{([^}]+)\}", path)
+        if params and path.rstrip("/").endswith("}"):
+            declared = doc.parameters(*(
+                [item.get("parameters")]
+                + [op.get("parameters") for m, op in item.items() if m in (*_WRITES, "get")]
+            ))
+            param = params[-1]
+            schema: Any = next((doc.resolve(p.get("schema") or {}) for p in declared
+                           if p.get("in") == "path" and p["name"] == param), {})
+            ids[_object_type(path)] = (param, schema.get("type") == "integer")
+    return ids
+
+
+def _operation(
+    doc: _Document,
+    path: str,
+    item: Mapping[str, Any],
+    method: str,
+    op: Mapping[str, Any],
+    ids: Mapping[str, tuple[str, bool]],
+) -> tuple[RouteSpec, str | None]:
+    """The route of one operation (``method`` of ``path``), and the idempotency header it
+    declares, if any (the last one)."""
+    object_type = _object_type(path)
+    param, integer = ids.get(object_type, ("id", False))
+    fields = doc.response_schema(op).get("properties") or doc.schema_of(op).get(
+        "properties") or {}
+    id_field = param if param in fields else "id"
+    operation = op.get("operationId")
+    idempotency_header: str | None = None
+    for parameter in doc.parameters(item.get("parameters"), op.get("parameters")):
+        if parameter.get("in") == "header" and "idempotency" in str(
+            parameter["name"]
+        ).lower():
+            idempotency_header = str(parameter["name"])
+    route: RouteSpec
+    if method in _WRITES:
+        schema = doc.schema_of(op)
+        route = Effect(
+            method.upper(), path, object_type,
+            id_field=id_field,
+            required=tuple(str(r) for r in schema.get("required") or ()),
+            status=_success(op),
+            new_id=integer_ids if integer else None,
+            name=operation,
+        )
+    elif path.rstrip("/").endswith("}"):
+        route = Lookup("GET", path, object_type, id_field=param, name=operation)
+    else:
+        lags = bool(op.get("x-eventually-consistent", "search" in path.lower()))
+        route = Search("GET", path, object_type, lags=lags, name=operation)
+    return route, idempotency_header
+
+
 def _openapi(
     document: Mapping[str, Any] | str | PathLike[str],
     *,
@@ -187,19 +246,7 @@ def _openapi(
     doc = _Document(data)
     paths = data.get("paths") or {}
     title = str((data.get("info") or {}).get("title", "api"))
-    # Which parameter names the object of each item path, and its type.
-    ids: dict[str, tuple[str, bool]] = {}
-    for path, item in paths.items():
-        params = re.findall(r"\{([^}]+)\}", path)
-        if params and path.rstrip("/").endswith("}"):
-            declared = doc.parameters(*(
-                [item.get("parameters")]
-                + [op.get("parameters") for m, op in item.items() if m in (*_WRITES, "get")]
-            ))
-            param = params[-1]
-            schema: Any = next((doc.resolve(p.get("schema") or {}) for p in declared
-                           if p.get("in") == "path" and p["name"] == param), {})
-            ids[_object_type(path)] = (param, schema.get("type") == "integer")
+    ids = _item_ids(doc, paths)
     routes: list[RouteSpec] = []
     idempotency_header: str | None = None
     for path, raw_item in paths.items():
@@ -207,33 +254,10 @@ def _openapi(
         for method, raw_op in item.items():
             if method not in (*_WRITES, "get"):
                 continue
-            op = doc.resolve(raw_op)
-            object_type = _object_type(path)
-            param, integer = ids.get(object_type, ("id", False))
-            fields = doc.response_schema(op).get("properties") or doc.schema_of(op).get(
-                "properties") or {}
-            id_field = param if param in fields else "id"
-            operation = op.get("operationId")
-            for parameter in doc.parameters(item.get("parameters"), op.get("parameters")):
-                if parameter.get("in") == "header" and "idempotency" in str(
-                    parameter["name"]
-                ).lower():
-                    idempotency_header = str(parameter["name"])
-            if method in _WRITES:
-                schema = doc.schema_of(op)
-                routes.append(Effect(
-                    method.upper(), path, object_type,
-                    id_field=id_field,
-                    required=tuple(str(r) for r in schema.get("required") or ()),
-                    status=_success(op),
-                    new_id=integer_ids if integer else None,
-                    name=operation,
-                ))
-            elif path.rstrip("/").endswith("}"):
-                routes.append(Lookup("GET", path, object_type, id_field=param, name=operation))
-            else:
-                lags = bool(op.get("x-eventually-consistent", "search" in path.lower()))
-                routes.append(Search("GET", path, object_type, lags=lags, name=operation))
+            route, header = _operation(doc, path, item, method, doc.resolve(raw_op), ids)
+            if header is not None:
+                idempotency_header = header
+            routes.append(route)
     if not routes:
         raise ValueError(
             f"the OpenAPI document {title!r} describes no get, post, put, patch or delete "

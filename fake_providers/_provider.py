@@ -486,30 +486,7 @@ class Provider:
         now = self._clock()
         route, groups = self._match(request)
         key = self.keys.find(self.credential(request))
-        refusal: Reply | None = None
-        if route is None:
-            refusal = self.error(
-                404, f"Unrecognized request URL ({request.method}: {request.url.path}).",
-                code="not_found",
-            )
-        elif key is None:
-            refusal = self.unauthorized(request)
-        else:
-            named = self.named_tenant(request, groups)
-            if named is not None and named != key.tenant_id:
-                refusal = self.error(
-                    403,
-                    f"The key {key.key_id} acts for tenant {key.tenant_id!r} and may not act "
-                    f"for tenant {named!r}.",
-                    code="tenant_mismatch",
-                )
-            elif not covers(key.scopes, route.scope):
-                refusal = self.error(
-                    403,
-                    f"The key {key.key_id} lacks the scope {route.scope!r} that "
-                    f"{route.operation} requires (it has: {', '.join(sorted(key.scopes))}).",
-                    code="insufficient_scope",
-                )
+        refusal = self._refusal(request, route, groups, key)
         latency = fired = miss = None
         with self.journal.transaction() as conn:
             seq = next_counter(conn, "request")
@@ -552,6 +529,40 @@ class Provider:
             reply = self.error(500, f"Internal error in the fake provider: {exc!r}.")
             return self._finish(ctx, reply, fault="internal_error")
         return self._finish(ctx, reply)
+
+    def _refusal(
+        self,
+        request: httpx.Request,
+        route: Route | None,
+        groups: Mapping[str, str],
+        key: ApiKey | None,
+    ) -> Reply | None:
+        """The answer to a request the provider refuses before doing anything: no route
+        (404), no valid key (401), a key of another tenant or without the route's scope
+        (403); ``None`` when it is admitted."""
+        if route is None:
+            return self.error(
+                404, f"Unrecognized request URL ({request.method}: {request.url.path}).",
+                code="not_found",
+            )
+        if key is None:
+            return self.unauthorized(request)
+        named = self.named_tenant(request, groups)
+        if named is not None and named != key.tenant_id:
+            return self.error(
+                403,
+                f"The key {key.key_id} acts for tenant {key.tenant_id!r} and may not act "
+                f"for tenant {named!r}.",
+                code="tenant_mismatch",
+            )
+        if not covers(key.scopes, route.scope):
+            return self.error(
+                403,
+                f"The key {key.key_id} lacks the scope {route.scope!r} that "
+                f"{route.operation} requires (it has: {', '.join(sorted(key.scopes))}).",
+                code="insufficient_scope",
+            )
+        return None
 
     def _fault(self, ctx: _Context, fault: ActiveFault) -> httpx.Response:
         if fault.kind == "rate_limit":

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._plugin.columns import columns
+
 if TYPE_CHECKING:
     from .._ledger.records import QueueEntry
 
@@ -128,11 +130,7 @@ def _queue_table(path: Path, entries: Sequence[QueueEntry], *, now: float) -> st
         )
         for e in entries
     ]
-    widths = [max(len(row[i]) for row in (_COLUMNS, *rows)) for i in range(len(_COLUMNS))]
-    lines = [
-        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-        for row in (_COLUMNS, *rows)
-    ]
+    lines = columns([_COLUMNS, *rows])
     counts: dict[str, int] = {}
     for e in entries:
         counts[e.state.value] = counts.get(e.state.value, 0) + 1

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .._harness.verdict.printable import for_terminal, markdown_code, markdown_fence, markdown_text
+from .._plugin.columns import columns
 from .._plugin.results import REPORT_VERSION
 from .._plugin.schema import problem, report_schema
 from .._plugin.summary import verdict_of
@@ -119,10 +120,7 @@ def render_table(document: Mapping[str, Any]) -> str:
     header = ("test", "verdict", "cases", "expected", "violations", "why")
     rows = [header, *_rows(tests)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = [
-        "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines = columns([header, tuple("-" * width for width in widths), *rows[1:]])
     lines += [
         "",
         f"{totals['tests']} tests, {totals['cases']} cases: {totals['passed']} passed, "

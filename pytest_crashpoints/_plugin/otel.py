@@ -96,6 +96,29 @@ def _case_spans(test: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     nodeid = str(test.get("nodeid"))
     trace = _id(nodeid, failure.get("token"), failure.get("schedule_text"), size=16)
     root = _id(trace, "case", size=8)
+    yield _root_span(test, failure, rows, trace, root)
+    spans: dict[str, str] = {}
+    for process, info in _processes(rows).items():
+        span = _id(trace, "process", process, size=8)
+        spans[process] = span
+        yield _process_span(rows, process, info, trace, span, root)
+    for index, row in enumerate(rows):
+        if row.get("source") != "journal":
+            continue
+        parent = spans.get(str(row.get("process")), root)
+        yield _call_span(index, row, trace, parent)
+
+
+def _root_span(
+    test: Mapping[str, Any],
+    failure: Mapping[str, Any],
+    rows: Sequence[Mapping[str, Any]],
+    trace: str,
+    root: str,
+) -> dict[str, Any]:
+    """The case's span: its schedule, replay command, verdict and violations, with the
+    harness's steps that belong to no process (faults, authority changes...) as events."""
+    nodeid = str(test.get("nodeid"))
     last = max(float(r.get("at") or 0) for r in rows)
     violations = [str(v).split("\n", 1)[0] for v in failure.get("violations") or []]
     root_events = [
@@ -108,7 +131,7 @@ def _case_spans(test: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
          "attributes": _attributes({"crashpoints.violation": text})}
         for text in violations
     ]
-    yield {
+    return {
         "traceId": trace, "spanId": root, "name": f"crash case {nodeid}",
         "kind": SPAN_KIND_INTERNAL,
         "startTimeUnixNano": str(EPOCH_NS), "endTimeUnixNano": str(_ns(last) + 2 * TICK_NS),
@@ -123,50 +146,59 @@ def _case_spans(test: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
         "events": root_events,
         "status": ({"code": STATUS_ERROR, "message": violations[0]} if violations else {}),
     }
-    spans: dict[str, str] = {}
-    for process, info in _processes(rows).items():
-        span = _id(trace, "process", process, size=8)
-        spans[process] = span
-        events = [
-            _event(r) for r in rows
-            if r.get("source") == "harness" and r.get("kind") in _EVENTS
-            and (r.get("data") or {}).get("process") == process
-        ]
-        killed = any(e["name"] in ("kill", "power", "raised", "timeout", "died") for e in events)
-        yield {
-            "traceId": trace, "spanId": span, "parentSpanId": root,
-            "name": info["started_by"] or process, "kind": SPAN_KIND_INTERNAL,
-            "startTimeUnixNano": str(_ns(info["start"])),
-            "endTimeUnixNano": str(_ns(info["end"]) + TICK_NS),
-            "attributes": _attributes({"crashpoints.process": process,
-                                       "crashpoints.message": info["message"]}),
-            "events": events,
-            "status": {"code": STATUS_ERROR, "message": events[-1]["name"]} if killed else {},
-        }
-    for index, row in enumerate(rows):
-        if row.get("source") != "journal":
-            continue
-        parent = spans.get(str(row.get("process")), root)
-        status = row.get("status")
-        start = _ns(row.get("at")) + TICK_NS // 2
-        yield {
-            "traceId": trace, "spanId": _id(trace, "call", index, row.get("request_id"), size=8),
-            "parentSpanId": parent, "name": f"execute_tool {row.get('kind')}",
-            "kind": SPAN_KIND_CLIENT,
-            "startTimeUnixNano": str(start), "endTimeUnixNano": str(start + TICK_NS // 4),
-            "attributes": _attributes({
-                "gen_ai.operation.name": "execute_tool",
-                "gen_ai.tool.name": row.get("kind"),
-                "gen_ai.tool.call.id": row.get("request_id"),
-                "crashpoints.provider": row.get("provider"),
-                "crashpoints.effect_applied": bool(row.get("effect_applied")),
-                "crashpoints.idempotency_key": row.get("operation_key"),
-                "crashpoints.message": row.get("message"),
-                "http.response.status_code": status if isinstance(status, int) else None,
-            }),
-            "status": ({"code": STATUS_ERROR} if isinstance(status, int) and status >= 400
-                       else {}),
-        }
+
+
+def _process_span(
+    rows: Sequence[Mapping[str, Any]],
+    process: str,
+    info: Mapping[str, Any],
+    trace: str,
+    span: str,
+    root: str,
+) -> dict[str, Any]:
+    """The span of one process of the case (``info``: from :func:`_processes`), with its
+    kill or other ending as events; an error when it did not end by itself."""
+    events = [
+        _event(r) for r in rows
+        if r.get("source") == "harness" and r.get("kind") in _EVENTS
+        and (r.get("data") or {}).get("process") == process
+    ]
+    killed = any(e["name"] in ("kill", "power", "raised", "timeout", "died") for e in events)
+    return {
+        "traceId": trace, "spanId": span, "parentSpanId": root,
+        "name": info["started_by"] or process, "kind": SPAN_KIND_INTERNAL,
+        "startTimeUnixNano": str(_ns(info["start"])),
+        "endTimeUnixNano": str(_ns(info["end"]) + TICK_NS),
+        "attributes": _attributes({"crashpoints.process": process,
+                                   "crashpoints.message": info["message"]}),
+        "events": events,
+        "status": {"code": STATUS_ERROR, "message": events[-1]["name"]} if killed else {},
+    }
+
+
+def _call_span(index: int, row: Mapping[str, Any], trace: str, parent: str) -> dict[str, Any]:
+    """The span of one tool call a provider journalled (``row``, the timeline's ``index``),
+    with the OpenTelemetry GenAI attributes."""
+    status = row.get("status")
+    start = _ns(row.get("at")) + TICK_NS // 2
+    return {
+        "traceId": trace, "spanId": _id(trace, "call", index, row.get("request_id"), size=8),
+        "parentSpanId": parent, "name": f"execute_tool {row.get('kind')}",
+        "kind": SPAN_KIND_CLIENT,
+        "startTimeUnixNano": str(start), "endTimeUnixNano": str(start + TICK_NS // 4),
+        "attributes": _attributes({
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": row.get("kind"),
+            "gen_ai.tool.call.id": row.get("request_id"),
+            "crashpoints.provider": row.get("provider"),
+            "crashpoints.effect_applied": bool(row.get("effect_applied")),
+            "crashpoints.idempotency_key": row.get("operation_key"),
+            "crashpoints.message": row.get("message"),
+            "http.response.status_code": status if isinstance(status, int) else None,
+        }),
+        "status": ({"code": STATUS_ERROR} if isinstance(status, int) and status >= 400
+                   else {}),
+    }
 
 
 def otlp_traces(document: Mapping[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ real reports, with the ``jsonschema`` package too.)
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from importlib.resources import files
 from typing import Any
 
@@ -29,6 +29,20 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "null": (type(None),),
 }
 _NAMED = {"object": "an object", "array": "an array", "integer": "an integer", "null": "null"}
+#: The keywords :func:`problem` checks.
+_KEYWORDS = {
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "enum",
+    "const",
+    "minimum",
+    "maximum",
+    "anyOf",
+    "$ref",
+}
 
 
 def schema_path(version: int) -> str:
@@ -61,19 +75,7 @@ def _where(path: str) -> str:
 def _check(
     value: object, schema: Mapping[str, Any], root: Mapping[str, Any], path: str
 ) -> str | None:
-    unknown = set(schema) - _ANNOTATIONS - {
-        "type",
-        "properties",
-        "required",
-        "additionalProperties",
-        "items",
-        "enum",
-        "const",
-        "minimum",
-        "maximum",
-        "anyOf",
-        "$ref",
-    }
+    unknown = set(schema) - _ANNOTATIONS - _KEYWORDS
     if unknown:
         raise ValueError(f"the report schema uses keywords this reader does not know: {unknown}")
     if "$ref" in schema:
@@ -84,15 +86,41 @@ def _check(
         if found:
             return found
     if "anyOf" in schema:
-        found_all = [_check(value, option, root, path) for option in schema["anyOf"]]
-        if all(found_all):
-            # The option of the value's own type says what is wrong inside it; if the type
-            # matches none, say every type that would have done.
-            head = f"{_where(path)} is {_short(value)}, not "
-            inner = [f for f in found_all if f and not f.startswith(head)]
-            if inner:
-                return inner[0]
-            return head + " or ".join(str(f).removeprefix(head) for f in found_all)
+        found = _check_any_of(value, schema["anyOf"], root, path)
+        if found:
+            return found
+    found = _check_value(value, schema, path)
+    if found:
+        return found
+    if isinstance(value, dict):
+        return _check_object(value, schema, root, path)
+    if isinstance(value, list) and "items" in schema:
+        for index, item in enumerate(value):
+            found = _check(item, schema["items"], root, f"{path}[{index}]")
+            if found:
+                return found
+    return None
+
+
+def _check_any_of(
+    value: object, options: Iterable[Mapping[str, Any]], root: Mapping[str, Any], path: str
+) -> str | None:
+    """How ``value`` breaks every one of ``options`` (``anyOf``), or None if one holds."""
+    found_all = [_check(value, option, root, path) for option in options]
+    if all(found_all):
+        # The option of the value's own type says what is wrong inside it; if the type
+        # matches none, say every type that would have done.
+        head = f"{_where(path)} is {_short(value)}, not "
+        inner = [f for f in found_all if f and not f.startswith(head)]
+        if inner:
+            return inner[0]
+        return head + " or ".join(str(f).removeprefix(head) for f in found_all)
+    return None
+
+
+def _check_value(value: object, schema: Mapping[str, Any], path: str) -> str | None:
+    """How ``value`` itself breaks ``schema``'s ``type``, ``const``, ``enum``, ``minimum``
+    and ``maximum``, or None."""
     if "type" in schema:
         names = [schema["type"]] if isinstance(schema["type"], str) else list(schema["type"])
         if not any(_is(value, name) for name in names):
@@ -109,29 +137,31 @@ def _check(
             return f"{_where(path)} is {value!r}, less than {schema['minimum']}"
         if "maximum" in schema and value > schema["maximum"]:
             return f"{_where(path)} is {value!r}, more than {schema['maximum']}"
-    if isinstance(value, dict):
-        for name in schema.get("required", ()):
-            if name not in value:
-                return f"{_where(path)} has no {name!r}"
-        properties = schema.get("properties", {})
-        extra = schema.get("additionalProperties", True)
-        for name, item in value.items():
-            where = f"{path}.{name}" if path else str(name)
-            if name in properties:
-                found = _check(item, properties[name], root, where)
-            elif extra is False:
-                found = f"{_where(path)} has a field {name!r} the format does not have"
-            elif isinstance(extra, Mapping):
-                found = _check(item, extra, root, f"{path}[{name!r}]")
-            else:
-                found = None
-            if found:
-                return found
-    if isinstance(value, list) and "items" in schema:
-        for index, item in enumerate(value):
-            found = _check(item, schema["items"], root, f"{path}[{index}]")
-            if found:
-                return found
+    return None
+
+
+def _check_object(
+    value: Mapping[Any, Any], schema: Mapping[str, Any], root: Mapping[str, Any], path: str
+) -> str | None:
+    """How object ``value`` breaks ``schema``'s ``required``, ``properties`` and
+    ``additionalProperties``, or None."""
+    for name in schema.get("required", ()):
+        if name not in value:
+            return f"{_where(path)} has no {name!r}"
+    properties = schema.get("properties", {})
+    extra = schema.get("additionalProperties", True)
+    for name, item in value.items():
+        where = f"{path}.{name}" if path else str(name)
+        if name in properties:
+            found = _check(item, properties[name], root, where)
+        elif extra is False:
+            found = f"{_where(path)} has a field {name!r} the format does not have"
+        elif isinstance(extra, Mapping):
+            found = _check(item, extra, root, f"{path}[{name!r}]")
+        else:
+            found = None
+        if found:
+            return found
     return None
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .._harness.case.schedule import COVERAGE_KINDS
 from .._harness.verdict.invariants import invariant_key
 from .._harness.verdict.printable import for_terminal
+from .columns import columns
 
 __all__ = ["schedule_lines", "summary_lines", "verdict_of"]
 
@@ -24,19 +25,7 @@ def verdict_of(result: Mapping[str, Any]) -> str:
 
 def summary_lines(results: Iterable[Mapping[str, Any]], *, seed: int | None) -> list[str]:
     results = list(results)
-    points: dict[str, dict[str, int]] = {}
-    violations: dict[int | str, int] = {}
-    cases = 0
-    for result in results:
-        cases += int(result.get("cases", 0))
-        for point, row in result.get("coverage", {}).items():
-            agg = points.setdefault(point, {"reached": 0, "killed": 0})
-            agg["reached"] += int(row.get("reached", 0))
-            agg["killed"] += int(row.get("killed", 0))
-        failure = result.get("failure")
-        if failure:
-            for number in failure.get("invariants", []):
-                violations[number] = violations.get(number, 0) + 1
+    cases, points, violations = _tally(results)
     verdicts = [verdict_of(r) for r in results]
     lines = [
         f"{len(results)} crash test(s), {cases} case(s), seed {seed}: "
@@ -45,15 +34,7 @@ def summary_lines(results: Iterable[Mapping[str, Any]], *, seed: int | None) -> 
         + (f", {verdicts.count('error')} error(s)" if "error" in verdicts else ""),
         f"{'point':<20}{'reached':>10}{'killed':>10}",
     ]
-    # Faults that are not a place in the code (lost responses, racing recoveries...) are
-    # injected, never "killed at": they get a line of their own, counted in cases.
-    faults = {p: row for p, row in points.items() if p in COVERAGE_KINDS and len(p) > 1}
-    for point in sorted(points.keys() - faults.keys(), key=lambda p: (len(p) > 1, p)):
-        row = points[point]
-        lines.append(f"{point:<20}{row['reached']:>10}{row['killed']:>10}")
-    if faults:
-        injected = ", ".join(f"{kind} {row['reached']}" for kind, row in sorted(faults.items()))
-        lines.append(f"faults injected (cases): {injected}")
+    lines += _point_lines(points)
     recovered = sum(int(r.get("recovered", 0)) for r in results)
     lines.append(f"cases with a kill that recovered cleanly: {recovered}")
     models = [r.get("model") or {} for r in results]
@@ -69,47 +50,90 @@ def summary_lines(results: Iterable[Mapping[str, Any]], *, seed: int | None) -> 
         found = ", ".join(f"invariant {n}: {c} test(s)" for n, c in ordered)
         lines.append(f"violations: {found}")
     for result in results:
-        if verdict_of(result) == "error":
-            at = f" at {result['error_at']}" if result.get("error_at") else ""
-            lines.append(
-                f"ERROR in {result['nodeid']} ({result.get('error_origin', 'harness')}{at}): "
-                f"{result.get('error', 'the test raised')}"
-            )
-            continue
-        # Exploration stops at the first failure: then unreached points say nothing.
-        if result.get("unreached") and not result.get("failure"):
-            lines.append(
-                f"UNREACHED in {result['nodeid']}: {', '.join(result['unreached'])} "
-                "(declared but never reached: it proves nothing about them)"
-            )
-        if result.get("unkilled") and not result.get("failure"):
-            lines.append(
-                f"NEVER KILLED in {result['nodeid']}: {', '.join(result['unkilled'])} "
-                "(reached, but no kill scheduled there took effect)"
-            )
-        if result.get("not_applicable") and not result.get("failure"):
-            lines.append(
-                f"NOT APPLICABLE in {result['nodeid']} (left out: a point its recovery never "
-                "reaches, or nothing to fail, would test nothing): "
-                f"{'; '.join(result['not_applicable'])}"
-            )
-        unchecked = result.get("unchecked") or ()
-        if unchecked and not result.get("failure"):
-            lines.append(f"NOT CHECKED in {result['nodeid']} (the ledger view reads too little):")
-            lines += [f"    {what}" for what in unchecked]
-        differences = result.get("differences") or []
-        if differences:
-            first = differences[0]
-            lines.append(
-                f"differs from the reference in {result['nodeid']}: {len(differences)} "
-                f"schedule(s); e.g. {first['schedule']}: worker "
-                f"{'; '.join(first['worker_only']) or '-'} | reference "
-                f"{'; '.join(first['reference_only']) or '-'}"
-            )
-        failure = result.get("failure")
-        if failure and verdict_of(result) == "failed":
-            lines.append(f"replay {result['nodeid']}: {failure['replay_command']}")
+        lines += _result_lines(result)
     return [for_terminal(line) for line in lines]
+
+
+def _tally(
+    results: Sequence[Mapping[str, Any]],
+) -> tuple[int, dict[str, dict[str, int]], dict[int | str, int]]:
+    """Summed over ``results``: the cases, each point's reached and killed counts, and how
+    many tests broke each invariant."""
+    points: dict[str, dict[str, int]] = {}
+    violations: dict[int | str, int] = {}
+    cases = 0
+    for result in results:
+        cases += int(result.get("cases", 0))
+        for point, row in result.get("coverage", {}).items():
+            agg = points.setdefault(point, {"reached": 0, "killed": 0})
+            agg["reached"] += int(row.get("reached", 0))
+            agg["killed"] += int(row.get("killed", 0))
+        failure = result.get("failure")
+        if failure:
+            for number in failure.get("invariants", []):
+                violations[number] = violations.get(number, 0) + 1
+    return cases, points, violations
+
+
+def _point_lines(points: Mapping[str, Mapping[str, int]]) -> list[str]:
+    """The coverage table's rows, one per fail point, and the faults injected."""
+    lines = []
+    # Faults that are not a place in the code (lost responses, racing recoveries...) are
+    # injected, never "killed at": they get a line of their own, counted in cases.
+    faults = {p: row for p, row in points.items() if p in COVERAGE_KINDS and len(p) > 1}
+    for point in sorted(points.keys() - faults.keys(), key=lambda p: (len(p) > 1, p)):
+        row = points[point]
+        lines.append(f"{point:<20}{row['reached']:>10}{row['killed']:>10}")
+    if faults:
+        injected = ", ".join(f"{kind} {row['reached']}" for kind, row in sorted(faults.items()))
+        lines.append(f"faults injected (cases): {injected}")
+    return lines
+
+
+def _result_lines(result: Mapping[str, Any]) -> list[str]:
+    """What the summary says of one test: its error, or what it left unproven, how it
+    differs from the reference, and how to replay its failure."""
+    if verdict_of(result) == "error":
+        at = f" at {result['error_at']}" if result.get("error_at") else ""
+        return [
+            f"ERROR in {result['nodeid']} ({result.get('error_origin', 'harness')}{at}): "
+            f"{result.get('error', 'the test raised')}"
+        ]
+    lines = []
+    # Exploration stops at the first failure: then unreached points say nothing.
+    if result.get("unreached") and not result.get("failure"):
+        lines.append(
+            f"UNREACHED in {result['nodeid']}: {', '.join(result['unreached'])} "
+            "(declared but never reached: it proves nothing about them)"
+        )
+    if result.get("unkilled") and not result.get("failure"):
+        lines.append(
+            f"NEVER KILLED in {result['nodeid']}: {', '.join(result['unkilled'])} "
+            "(reached, but no kill scheduled there took effect)"
+        )
+    if result.get("not_applicable") and not result.get("failure"):
+        lines.append(
+            f"NOT APPLICABLE in {result['nodeid']} (left out: a point its recovery never "
+            "reaches, or nothing to fail, would test nothing): "
+            f"{'; '.join(result['not_applicable'])}"
+        )
+    unchecked = result.get("unchecked") or ()
+    if unchecked and not result.get("failure"):
+        lines.append(f"NOT CHECKED in {result['nodeid']} (the ledger view reads too little):")
+        lines += [f"    {what}" for what in unchecked]
+    differences = result.get("differences") or []
+    if differences:
+        first = differences[0]
+        lines.append(
+            f"differs from the reference in {result['nodeid']}: {len(differences)} "
+            f"schedule(s); e.g. {first['schedule']}: worker "
+            f"{'; '.join(first['worker_only']) or '-'} | reference "
+            f"{'; '.join(first['reference_only']) or '-'}"
+        )
+    failure = result.get("failure")
+    if failure and verdict_of(result) == "failed":
+        lines.append(f"replay {result['nodeid']}: {failure['replay_command']}")
+    return lines
 
 
 def schedule_lines(
@@ -138,17 +162,4 @@ def schedule_lines(
     header = ["#", "verdict", "time", "from"] + (["fingerprint"] if fingerprints else [])
     header.append("schedule")
     table = [header, *rows] if fingerprints else rows
-    widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
-    right = {0, 2}
-    return [
-        for_terminal("  ".join(
-            [
-                *(
-                    cell.rjust(widths[i]) if i in right else cell.ljust(widths[i])
-                    for i, cell in enumerate(row[:-1])
-                ),
-                row[-1],
-            ]
-        ))
-        for row in table
-    ]
+    return [for_terminal(line) for line in columns(table, right={0, 2}, free_last=True)]

@@ -302,18 +302,16 @@ def _unreadable(why: str) -> Violation:
     )
 
 
-def verdict(
-    run: CaseRun,
-    schedule: Schedule,
-    expected: Sequence[ExpectedEffect] | None,
-    ending: Ending,
-) -> CaseResult:
-    """The six checks on what the case left, and the case's result."""
+def _evidence(
+    run: CaseRun, expected: Sequence[ExpectedEffect] | None, ending: Ending
+) -> Evidence:
+    """What the checks read of the case: its ending, its observations and incidents, and the
+    effects expected (an incident's own requests among them)."""
     if expected is not None and run.scenario.incident is not None:
         from .incident import history
 
         expected = (*expected, *history(ending.requests))
-    evidence = Evidence(
+    return Evidence(
         attempts=ending.attempts,
         events=ending.events,
         requests=ending.requests,
@@ -324,13 +322,12 @@ def verdict(
         rerun=ending.rerun,
         ledger_columns=ending.ledger_columns,
     )
-    rows = run.history.merge(
-        events=evidence.events,
-        requests=evidence.requests,
-        keys={name: a.attempt_id for a in evidence.attempts for name in stored_links(a, evidence)},
-    )
-    evidence = dataclasses.replace(evidence, timeline=render_timeline(rows))
-    broken = next((c for c in ending.model_calls if c.error), None)
+
+
+def _refuse_a_broken_script(calls: Sequence[ModelCall]) -> None:
+    """Raise :class:`ScriptError` for the first model answer the script could not make: the
+    test is set up wrong, whatever the agent did."""
+    broken = next((c for c in calls if c.error), None)
     if broken is not None:
         from ...errors import ScriptError
 
@@ -339,13 +336,40 @@ def verdict(
             f"{(broken.label or '').rpartition('.')[0] or 'a process'} "
             f"asked ({broken.api}, turn {broken.turn}): {broken.error}"
         )
+
+
+def _violations(
+    run: CaseRun, evidence: Evidence, unreadable: str | None
+) -> tuple[Violation, ...]:
+    """The six invariants and the scenario's own checked on ``evidence`` (an unreadable
+    ledger first); none when a process was cut short. The checks that could not run are
+    added to the run's errors."""
     own, failed_checks = check_own(evidence, run.scenario.invariants)
     violations = (*check_all(evidence), *own)
-    if ending.unreadable is not None:
-        violations = (_unreadable(ending.unreadable), *violations)
+    if unreadable is not None:
+        violations = (_unreadable(unreadable), *violations)
     run.errors += failed_checks
     if any(error.startswith(INCONCLUSIVE) for error in run.errors):
         violations = ()  # a process was cut short: what it left proves nothing either way
+    return violations
+
+
+def verdict(
+    run: CaseRun,
+    schedule: Schedule,
+    expected: Sequence[ExpectedEffect] | None,
+    ending: Ending,
+) -> CaseResult:
+    """The six checks on what the case left, and the case's result."""
+    evidence = _evidence(run, expected, ending)
+    rows = run.history.merge(
+        events=evidence.events,
+        requests=evidence.requests,
+        keys={name: a.attempt_id for a in evidence.attempts for name in stored_links(a, evidence)},
+    )
+    evidence = dataclasses.replace(evidence, timeline=render_timeline(rows))
+    _refuse_a_broken_script(ending.model_calls)
+    violations = _violations(run, evidence, ending.unreadable)
     if expected is None and not schedule.faults and not evidence.requests:
         run.errors.append(
             "the fault-free run made no request to any provider: no worker reached a tool "

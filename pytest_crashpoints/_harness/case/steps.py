@@ -291,17 +291,7 @@ class CaseRun:
                 text += f" (the {kill} scheduled for it never took effect)"
             self.history.add(self.step, now, "worker", text, process=who)
         elif isinstance(outcome, Killed):
-            where = (
-                outcome.point
-                if outcome.fired_at == outcome.point
-                else (f"{outcome.point} (fired at {outcome.fired_at})")
-            )
-            text = f"{who} was killed at {where} (hit {outcome.hit})"
-            self.kills.append(f"{outcome.point}#{outcome.hit}")
-            self.incidents.append(Incident(now, text))
-            self.history.add(
-                self.step, now, "kill", text, process=who, point=outcome.point, hit=outcome.hit
-            )
+            self._record_kill(who, now, outcome)
         elif isinstance(outcome, Raised) and outcome.exc_type == USAGE_ERROR:
             # The harness was used in a way that keeps the code from running (a coroutine
             # never awaited, tasks left pending): the test must fail, not redeliver.
@@ -309,48 +299,76 @@ class CaseRun:
             self.errors.append(text)
             self.history.add(self.step, now, "error", text, process=who)
         elif isinstance(outcome, Raised):
-            text = f"{who} raised {outcome.exc_type}: {outcome.message}"
-            self.history.add(self.step, now, "raised", text, process=who)
-            if self.fault_free and outcome.injected_at is None and not self.raised:
-                self.raised = True  # the first is the story; later ones are in the timeline
-                self.errors.append(
-                    f"{text} in the fault-free run, where nothing was injected; a crash test "
-                    f"needs a worker and recovery that succeed then.\n{outcome.traceback}"
-                )
+            self._record_raised(who, now, outcome)
         elif isinstance(outcome, TimedOut):
-            waited = ""
-            if outcome.stalled >= 0.1:
-                waited = f", {outcome.stalled:.1f}s of it waiting for a CPU"
-            text = (
-                f"{who} timed out after {outcome.after:.1f}s (timeout {outcome.timeout:g}s"
-                f"{waited}) and was killed"
-            )
-            # Nothing the case left after it says anything about the agent: inconclusive,
-            # never a violation.
-            held = ""
-            if self._held is not None:
-                first, second, point = self._held
-                held = (
-                    f". {first} was held at {point} by the schedule while {second} ran (two "
-                    f"deliveries at once): if {second} waits for something {first} holds there "
-                    "(a SQLite write lock taken before the point, a file lock), it waits "
-                    "until it is timed out; give that wait a shorter timeout of its own "
-                    "(sqlite3.connect(..., timeout=5)) so the second delivery fails and its "
-                    "message comes back"
-                )
-            self.errors.append(
-                f"{INCONCLUSIVE}{text}; the case's end proves nothing. If the agent is this "
-                f"slow here, raise the timeout ({outcome.timeout:g}s now: timeout= on the "
-                "marker wins over --crashpoints-timeout, PYTEST_CRASHPOINTS_TIMEOUT and the "
-                f"ini's crashpoints_timeout); else look for a hang in it{held}"
-            )
-            self.history.add(self.step, now, "timeout", text, process=who)
+            self._record_timeout(who, now, outcome)
         else:
             text = f"{who} died without reporting: {outcome!r}"
             self.errors.append(text)
             self.history.add(self.step, now, "died", text, process=who)
         for line in command_output(self.env, who):  # a command's last words, if any
             self.history.add(self.step, now, "output", line, process=who)
+
+    def _record_kill(self, who: str, now: float, outcome: Killed) -> None:
+        """Process ``who`` was killed at its point: a kill, and an incident of the story."""
+        where = (
+            outcome.point
+            if outcome.fired_at == outcome.point
+            else (f"{outcome.point} (fired at {outcome.fired_at})")
+        )
+        text = f"{who} was killed at {where} (hit {outcome.hit})"
+        self.kills.append(f"{outcome.point}#{outcome.hit}")
+        self.incidents.append(Incident(now, text))
+        self.history.add(
+            self.step, now, "kill", text, process=who, point=outcome.point, hit=outcome.hit
+        )
+
+    def _record_raised(self, who: str, now: float, outcome: Raised) -> None:
+        """Process ``who`` raised: an outcome to recover from, except in the fault-free run,
+        where the first exception nothing injected is the test's error."""
+        text = f"{who} raised {outcome.exc_type}: {outcome.message}"
+        self.history.add(self.step, now, "raised", text, process=who)
+        if self.fault_free and outcome.injected_at is None and not self.raised:
+            self.raised = True  # the first is the story; later ones are in the timeline
+            self.errors.append(
+                f"{text} in the fault-free run, where nothing was injected; a crash test "
+                f"needs a worker and recovery that succeed then.\n{outcome.traceback}"
+            )
+
+    def _record_timeout(self, who: str, now: float, outcome: TimedOut) -> None:
+        """Process ``who`` timed out and was killed: the case is inconclusive, and the error
+        says what to look at."""
+        waited = ""
+        if outcome.stalled >= 0.1:
+            waited = f", {outcome.stalled:.1f}s of it waiting for a CPU"
+        text = (
+            f"{who} timed out after {outcome.after:.1f}s (timeout {outcome.timeout:g}s"
+            f"{waited}) and was killed"
+        )
+        # Nothing the case left after it says anything about the agent: inconclusive,
+        # never a violation.
+        self.errors.append(
+            f"{INCONCLUSIVE}{text}; the case's end proves nothing. If the agent is this "
+            f"slow here, raise the timeout ({outcome.timeout:g}s now: timeout= on the "
+            "marker wins over --crashpoints-timeout, PYTEST_CRASHPOINTS_TIMEOUT and the "
+            f"ini's crashpoints_timeout); else look for a hang in it{self._held_hint()}"
+        )
+        self.history.add(self.step, now, "timeout", text, process=who)
+
+    def _held_hint(self) -> str:
+        """During a concurrent delivery, why the second worker may have waited out its
+        timeout on what the held first one holds, and how to let it fail instead."""
+        if self._held is None:
+            return ""
+        first, second, point = self._held
+        return (
+            f". {first} was held at {point} by the schedule while {second} ran (two "
+            f"deliveries at once): if {second} waits for something {first} holds there "
+            "(a SQLite write lock taken before the point, a file lock), it waits "
+            "until it is timed out; give that wait a shorter timeout of its own "
+            "(sqlite3.connect(..., timeout=5)) so the second delivery fails and its "
+            "message comes back"
+        )
 
     def run_process(
         self,
@@ -645,20 +663,8 @@ class CaseRun:
                 return
             # Another fault of the schedule took the first worker elsewhere (a lost answer,
             # a kill before the gate): it ended first, and the second delivery comes after.
-            self._acknowledge(index, [exc.outcome])
-            self._record(first, exc.outcome, kill)
-            self.history.add(
-                self.step,
-                self.clock.now(),
-                "note",
-                f"{first} ended without reaching {pause_at} (hit {pause_hit}): {second} runs "
-                "after it",
-                process=first,
-            )
-            args = (self.scenario.worker, self.env, second, message)
-            outcome = self.run_process(deliver_entry, args, None)
-            self._acknowledge(index, [outcome])
-            self._record(second, outcome)
+            gate = f"{pause_at} (hit {pause_hit})"
+            self._deliver_after(index, (first, second), exc.outcome, kill, gate)
             return
         self._acknowledge(index, outcomes)
         self._held = (first, second, pause_at)
@@ -667,6 +673,31 @@ class CaseRun:
                 self._record(who, outcome, planned)
         finally:
             self._held = None
+
+    def _deliver_after(
+        self,
+        index: int,
+        workers: tuple[str, str],
+        ended: Completed | Killed | Raised,
+        kill: KillAt | None,
+        gate: str,
+    ) -> None:
+        """The first of two workers delivering message ``index`` at once ended (``ended``)
+        before it reached its ``gate``: record it, then deliver to the second on its own."""
+        first, second = workers
+        self._acknowledge(index, [ended])
+        self._record(first, ended, kill)
+        self.history.add(
+            self.step,
+            self.clock.now(),
+            "note",
+            f"{first} ended without reaching {gate}: {second} runs after it",
+            process=first,
+        )
+        args = (self.scenario.worker, self.env, second, self.scenario.messages[index])
+        outcome = self.run_process(deliver_entry, args, None)
+        self._acknowledge(index, [outcome])
+        self._record(second, outcome)
 
     def recover(self, kill: KillAt | None = None) -> Outcome | None:
         """Run recovery in a process of its own (nothing, if the agent has no recovery)."""

@@ -91,15 +91,7 @@ class History:
                 anchors.setdefault(event.attempt_id, []).append((event.at, index))
         keys = keys or {}
         requests = list(requests)
-        orders: list[float | None] = []
-        attempts: list[str | None] = []
-        for seq, request in enumerate(requests):
-            attempt = request.attempt_id or next(
-                (keys[name] for name in sorted(request.identifiers) if name in keys), None
-            )
-            placed = [i for at, i in anchors.get(attempt or "", []) if at <= request.at]
-            orders.append(placed[-1] + 0.5 + seq * 1e-6 if placed else None)
-            attempts.append(attempt)
+        orders, attempts = _anchored_orders(requests, anchors, keys)
         # The first transition of each attempt in each second.
         firsts: dict[tuple[float, str], int] = {}
         for index, event in enumerate(events):
@@ -107,44 +99,7 @@ class History:
         for seq, request in enumerate(requests):
             order = orders[seq]
             if order is None:
-                # No attempt anchors it (a model's turn, a request no row names): it comes
-                # before the next anchored request of its second (before that attempt's
-                # first transition of the second); else before the next new attempt its
-                # process records in that second (a model's tool call becomes an intent,
-                # even when the process dies before it sends anything); else after
-                # everything of its second.
-                order = len(events) + seq
-                for later in range(seq + 1, len(requests)):
-                    anchored = orders[later]
-                    if anchored is None or requests[later].at != request.at:
-                        continue
-                    start = firsts.get((request.at, attempts[later] or ""), anchored)
-                    order = min(start, anchored) - 0.5 + seq * 1e-6
-                    break
-                else:
-                    floor = max(
-                        (
-                            placed_at
-                            for earlier, placed_at in enumerate(orders[:seq])
-                            if placed_at is not None
-                            and requests[earlier].at == request.at
-                            and requests[earlier].process == request.process
-                        ),
-                        default=-1.0,
-                    )
-                    intent = next(
-                        (
-                            index
-                            for index, event in enumerate(events)
-                            if index > floor
-                            and event.at == request.at
-                            and event.from_state is None
-                            and event.actor == request.process
-                        ),
-                        None,
-                    )
-                    if intent is not None:
-                        order = intent - 0.5 + seq * 1e-6
+                order = _unanchored_order(seq, requests, orders, attempts, events, firsts)
                 orders[seq] = order
             row = TimelineRow(request.at, request=request, attempt_id=attempts[seq])
             rows.append((request.at, 1, order, row))
@@ -161,6 +116,75 @@ class History:
         """The merged order (:meth:`merge`) as readable text, one line per row."""
         rows = self.merge(events=events, requests=requests, keys=keys)
         return render_timeline(rows)
+
+
+def _anchored_orders(
+    requests: Sequence[ProviderRequest],
+    anchors: Mapping[str, Sequence[tuple[float, int]]],
+    keys: Mapping[str, str],
+) -> tuple[list[float | None], list[str | None]]:
+    """Each request's attempt (its own, else the first of its identifiers ``keys`` names),
+    and its place in the ledger's order: just after the latest of the attempt's ``anchors``
+    (its DISPATCHED or UNKNOWN transitions, by time and index) not later than the request;
+    ``None`` when nothing anchors it."""
+    orders: list[float | None] = []
+    attempts: list[str | None] = []
+    for seq, request in enumerate(requests):
+        attempt = request.attempt_id or next(
+            (keys[name] for name in sorted(request.identifiers) if name in keys), None
+        )
+        placed = [i for at, i in anchors.get(attempt or "", []) if at <= request.at]
+        orders.append(placed[-1] + 0.5 + seq * 1e-6 if placed else None)
+        attempts.append(attempt)
+    return orders, attempts
+
+
+def _unanchored_order(
+    seq: int,
+    requests: Sequence[ProviderRequest],
+    orders: Sequence[float | None],
+    attempts: Sequence[str | None],
+    events: Sequence[Event],
+    firsts: Mapping[tuple[float, str], int],
+) -> float:
+    """The place of request ``seq``, which no attempt anchors (a model's turn, a request no
+    row names), given the places of the requests before it (``orders``) and of the anchored
+    ones after it; ``firsts``: the index of each attempt's first transition in each second."""
+    request = requests[seq]
+    # It comes before the next anchored request of its second (before that attempt's
+    # first transition of the second); else before the next new attempt its process
+    # records in that second (a model's tool call becomes an intent, even when the
+    # process dies before it sends anything); else after everything of its second.
+    for later in range(seq + 1, len(requests)):
+        anchored = orders[later]
+        if anchored is None or requests[later].at != request.at:
+            continue
+        start = firsts.get((request.at, attempts[later] or ""), anchored)
+        return min(start, anchored) - 0.5 + seq * 1e-6
+    floor = max(
+        (
+            placed_at
+            for earlier, placed_at in enumerate(orders[:seq])
+            if placed_at is not None
+            and requests[earlier].at == request.at
+            and requests[earlier].process == request.process
+        ),
+        default=-1.0,
+    )
+    intent = next(
+        (
+            index
+            for index, event in enumerate(events)
+            if index > floor
+            and event.at == request.at
+            and event.from_state is None
+            and event.actor == request.process
+        ),
+        None,
+    )
+    if intent is not None:
+        return intent - 0.5 + seq * 1e-6
+    return len(events) + seq
 
 
 @dataclasses.dataclass(frozen=True)
