@@ -235,8 +235,8 @@ class CaseRun:
     def state(self) -> dict[str, Any]:
         """The record's parts that a phase replaces rather than grows (the hits excepted:
         an engine merges those)."""
-        skip = {*self.GROWING, "hits"}
-        return {name: value for name, value in self.memento().items() if name not in skip}
+        skip = {*self._WORLD, *self.GROWING, "hits"}
+        return {name: _copied(v) for name, v in vars(self).items() if name not in skip}
 
     # -- running processes ------------------------------------------------------------------
 
