@@ -225,13 +225,30 @@ def test_no_file_outside_the_package_imports_a_private_module() -> None:
     assert offenders == []
 
 
+def shared_names(root: Path) -> dict[str, list[str]]:
+    """Every module (or subpackage) name of ``pytest_crashpoints`` under ``root`` that more
+    than one module has, with their paths."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted((root / "pytest_crashpoints").rglob("*.py")):
+        name = path.parent.name if path.name == "__init__.py" else path.stem
+        seen.setdefault(name, []).append(str(path.relative_to(root)))
+    return {name: paths for name, paths in seen.items() if len(paths) > 1}
+
+
 def test_no_two_modules_of_the_package_share_a_name() -> None:
     """The name alone tells which module a traceback means."""
-    seen: dict[str, list[str]] = {}
-    for path in sorted((ROOT / "pytest_crashpoints").rglob("*.py")):
-        name = path.parent.name if path.name == "__init__.py" else path.stem
-        seen.setdefault(name, []).append(str(path.relative_to(ROOT)))
-    assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}
+    assert shared_names(ROOT) == {}
+
+
+def test_a_second_module_of_one_name_is_found(copy_of_the_packages: Path) -> None:
+    harness = copy_of_the_packages / "pytest_crashpoints" / "_harness"
+    (harness / "search" / "steps.py").write_text('"""Another steps module."""\n')
+    assert shared_names(copy_of_the_packages) == {
+        "steps": [
+            "pytest_crashpoints/_harness/case/steps.py",
+            "pytest_crashpoints/_harness/search/steps.py",
+        ]
+    }
 
 
 def test_the_top_level_api_is_small() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
@@ -485,3 +486,20 @@ def test_covering_schedules_label_every_kind_of_fault() -> None:
     assert wanted <= labels
     assert set(KIND_LABELS.values()) - {"F", "search lag", "backup restored"} <= labels | {"F"}
     assert "backup restored" not in labels  # only when chosen
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: LoseResponse("email", 0), "nth must be 1 or more"),
+        (lambda: LoseResponse("email", 1, "500"), "variant must be one of reset, timeout, 502"),
+        (lambda: Refuse("email", 1, "reset"), "variant must be one of 500, 429, timeout, session"),
+        (lambda: Refuse("email", -1), "nth must be 1 or more"),
+        (lambda: DuplicateRequest("mcp", 0), "nth must be 1 or more"),
+    ],
+)
+def test_a_provider_fault_refuses_a_bad_nth_or_variant(
+    make: Callable[[], object], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        make()
