@@ -23,6 +23,7 @@ from typing import Any
 
 from .._inject import failpoints as _failpoints
 from .._inject.failpoints import Fault
+from . import busywait
 from .calling import call_to_completion
 from .clock import HarnessClock, pin_wall_time
 from .orphans import become_subreaper, end_children
@@ -105,6 +106,8 @@ def child_main(
     if log_path is not None:
         _redirect_output(log_path)
     resync = None if clock_path is None else pin_wall_time(HarnessClock(clock_path))
+    if busywait.install():
+        busywait.arm(clock_path)
     armed = _failpoints.install(faults, conn, on_hit=resync)
     try:
         value = call_to_completion(fn, args, kwargs)
@@ -165,4 +168,3 @@ def _report_left_running(conn: Any) -> None:
     left = end_children()
     if left:
         conn.send(("left", tuple(left)))
-

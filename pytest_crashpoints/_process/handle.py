@@ -150,6 +150,11 @@ class Worker:
         self._ended: Any = _pidfd(self.pid)
 
     @property
+    def started(self) -> float:
+        """When the worker was started (``time.monotonic()``)."""
+        return self._started
+
+    @property
     def outcome(self) -> Outcome | None:
         """The outcome once the worker has ended and been reaped, else ``None``."""
         return self._outcome

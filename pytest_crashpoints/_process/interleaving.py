@@ -17,9 +17,11 @@ their end after the last step, all released at once.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from .._inject.failpoints import Fault, Pause
 from ..errors import HarnessUsageError, WorkerNotPaused
+from . import busywait
 from .clock import HarnessClock
 from .handle import StartMethod, Worker
 from .outcome import Completed, Outcome
@@ -67,6 +69,24 @@ def _gates(order: Sequence[Step], workers: int) -> tuple[list[str | None], list[
     return gates, faults
 
 
+def _held(workers: Sequence[Worker], held: Sequence[str | None], index: int) -> list[Worker]:
+    """The workers held at a gate, but worker ``index``."""
+    return [w for n, (w, gate) in enumerate(zip(workers, held, strict=True)) if gate and n != index]
+
+
+def _alone(
+    clock: HarnessClock | None, workers: Sequence[Worker], held: Sequence[str | None], index: int
+) -> Path | None:
+    """The clock's path when worker ``index`` is to run while every other worker still alive
+    is held at a gate (``busywait``: its futile lock waits need not be slept out)."""
+    if clock is None:
+        return None
+    for other, (worker, gate) in enumerate(zip(workers, held, strict=True)):
+        if other != index and gate is None and worker.outcome is None:
+            return None
+    return clock.path
+
+
 def run_interleaved(
     calls: Sequence[Callable[[], object]],
     order: Sequence[Step],
@@ -111,19 +131,22 @@ def run_interleaved(
             worker = workers[index]
             if worker.outcome is not None:
                 continue
-            holding = held[index]
-            if holding is not None:
-                worker.release(holding)
-                held[index] = None
-            if gate is None:
-                worker.wait()
-                continue
-            try:
-                worker.wait_paused(gate)
-            except WorkerNotPaused as error:
-                if isinstance(error.outcome, Completed):
-                    raise
-                continue
+            with busywait.running_alone(
+                _alone(clock, workers, held, index), worker, _held(workers, held, index)
+            ):
+                holding = held[index]
+                if holding is not None:
+                    worker.release(holding)
+                    held[index] = None
+                if gate is None:
+                    worker.wait()
+                    continue
+                try:
+                    worker.wait_paused(gate)
+                except WorkerNotPaused as error:
+                    if isinstance(error.outcome, Completed):
+                        raise
+                    continue
             held[index] = gate
         # Release every held worker before waiting for any: one may wait on another.
         for worker, holding in zip(workers, held, strict=True):

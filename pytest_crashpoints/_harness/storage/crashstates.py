@@ -38,8 +38,8 @@ __all__ = ["Blobs", "DurableState", "RunDirReader", "restore"]
 
 def _skipped(relative: str) -> bool:
     """What a crash state leaves out: SQLite's WAL index (rebuilt from the WAL) and the
-    harness clock's lock and temporary files (no state)."""
-    if relative.endswith("-shm") or relative == "clock.lock":
+    harness clock's lock, plan (``busywait``) and temporary files (no state)."""
+    if relative.endswith("-shm") or relative in ("clock.lock", "clock.runner"):
         return True
     return relative.startswith("clock.") and relative.endswith(".tmp")
 

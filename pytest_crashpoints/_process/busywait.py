@@ -1,0 +1,230 @@
+"""Futile busy waits: an SQLite lock wait that nothing can end is not slept out.
+
+A forced interleaving (``interleaving.py``) holds one worker at a gate while another runs.
+When the held worker has a write transaction open, the running one waits for its lock: with
+``sqlite3.connect(path, timeout=10.0)`` SQLite's busy handler sleeps, retries, and after ten
+seconds of *planned* sleeps (SQLite adds up the delays it asked for, not the time that
+passed) gives up with "database is locked". Nothing can release the lock before that: the
+holder is held until the running worker reaches its own gate or ends. So the ten seconds are
+pure waiting, and the outcome (the same number of retries, then ``SQLITE_BUSY``) does not
+depend on them.
+
+While the harness runs a worker with every other process of the interleaving held, it says
+so in a plan file next to the harness clock (:func:`running_alone`): the runner's pid and the
+monotonic time by which its waits must end. In the runner, SQLite's sleep (the ``xSleep`` of
+every registered VFS, patched in place by :func:`install`) returns at once, as if it had
+slept, when all of this holds:
+
+* the plan names this process, and this process has one thread and no child (nothing else of
+  its own could release a lock meanwhile);
+* every held process had one thread (the one at the gate) and no child when the plan was
+  written: a held worker cannot move, so neither can any lock it holds;
+* the skipped time, added to the time that has passed, stays within half the worker's
+  timeout. A wait that would go further is slept for real, the part already skipped too
+  (:data:`_Skips.owed`), so that a worker that waits longer than its timeout still times
+  out, as it would without this.
+
+Anything else sleeps as SQLite would. Only the wall time changes: the retries, the error, the
+harness clock, the timeline and the verdict are the same (``PYTEST_CRASHPOINTS_REAL_BUSY_WAITS=1``
+turns the skipping off, to compare). Programs in other languages, and SQLite linked into
+Python statically, sleep as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+__all__ = ["arm", "install", "plan_path", "running_alone", "skipped"]
+
+#: Set (to anything but ``0`` or empty) in the harness's environment: every wait is slept.
+REAL_WAITS_ENV = "PYTEST_CRASHPOINTS_REAL_BUSY_WAITS"
+
+class Running(Protocol):
+    """What the plan needs of a worker (``handle.Worker`` has it)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def started(self) -> float: ...
+
+    @property
+    def timeout(self) -> float: ...
+
+
+_SLEEP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int)
+
+
+class _Vfs(ctypes.Structure):
+    """The head of ``struct sqlite3_vfs`` up to ``xSleep`` (stable since SQLite 3.5)."""
+
+    _fields_ = [
+        ("iVersion", ctypes.c_int),
+        ("szOsFile", ctypes.c_int),
+        ("mxPathname", ctypes.c_int),
+        ("pNext", ctypes.c_void_p),
+        ("zName", ctypes.c_char_p),
+        ("pAppData", ctypes.c_void_p),
+        ("xOpen", ctypes.c_void_p),
+        ("xDelete", ctypes.c_void_p),
+        ("xAccess", ctypes.c_void_p),
+        ("xFullPathname", ctypes.c_void_p),
+        ("xDlOpen", ctypes.c_void_p),
+        ("xDlError", ctypes.c_void_p),
+        ("xDlSym", ctypes.c_void_p),
+        ("xDlClose", ctypes.c_void_p),
+        ("xRandomness", ctypes.c_void_p),
+        ("xSleep", ctypes.c_void_p),
+    ]
+
+
+class _Skips:
+    """This process's part: where the plan is, and the sleep it skipped so far."""
+
+    plan: str | None = None
+    #: Microseconds skipped and not slept since (each is owed if the wait goes on too long).
+    owed = 0
+    #: Microseconds skipped in all (what a test reads).
+    total = 0
+    #: Set once a wait was slept for real: every later one is, too.
+    real = False
+
+
+#: The original sleep of each patched VFS (by address), and the shim that stands in for them.
+_originals: dict[int, Any] = {}
+_shim: Any = None
+
+
+def plan_path(clock_path: str | os.PathLike[str]) -> Path:
+    """Where the harness writes the plan of a run whose clock is at ``clock_path`` (never
+    part of a crash state: ``crashstates`` leaves it out)."""
+    path = Path(clock_path)
+    return path.with_name(path.name + ".runner")
+
+
+def _library() -> ctypes.CDLL | None:
+    """The SQLite library this Python's ``sqlite3`` module uses, if it is a shared one."""
+    import sqlite3  # noqa: F401  (loads the library)
+
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "libsqlite3" in line}
+    except OSError:
+        return None
+    paths = {p for p in paths if p.startswith("/")}
+    if len(paths) != 1:
+        return None  # linked statically, or two copies: leave every sleep alone
+    library = ctypes.CDLL(paths.pop())
+    library.sqlite3_vfs_find.restype = ctypes.c_void_p
+    library.sqlite3_vfs_find.argtypes = [ctypes.c_char_p]
+    return library
+
+
+def install() -> bool:
+    """Patch the sleep of every registered SQLite VFS in this process (once; a process forked
+    from a patched one is patched). False where it cannot be done: waits are slept."""
+    global _shim
+    if _shim is not None:
+        return True
+    if not sys.platform.startswith("linux") or os.environ.get(REAL_WAITS_ENV, "0") not in (
+        "",
+        "0",
+    ):
+        return False
+    library = _library()
+    if library is None:
+        return False
+    shim = _SLEEP(_sleep)
+    address = library.sqlite3_vfs_find(None)
+    while address:
+        vfs = _Vfs.from_address(address)
+        if vfs.xSleep:
+            _originals[address] = _SLEEP(vfs.xSleep)
+            vfs.xSleep = ctypes.cast(shim, ctypes.c_void_p).value
+        address = vfs.pNext
+    _shim = shim
+    return True
+
+
+def arm(clock_path: str | os.PathLike[str] | None) -> None:
+    """In a worker: read the harness's plan for this run at each wait (``None``: no plan)."""
+    _Skips.plan = None if clock_path is None else str(plan_path(clock_path))
+    _Skips.owed = _Skips.total = 0
+    _Skips.real = False
+
+
+def skipped() -> float:
+    """Seconds of SQLite sleep this process skipped so far."""
+    return _Skips.total / 1e6
+
+
+def _sleep(vfs: int, microseconds: int) -> int:
+    original = _originals.get(vfs)
+    try:
+        if _skips(microseconds):
+            return microseconds
+        if _Skips.owed:  # a long wait: what was skipped is slept now, then the rest
+            owed, _Skips.owed = _Skips.owed, 0
+            time.sleep(owed / 1e6)
+    except Exception:  # never fail a sleep: sleep it
+        pass
+    return original(vfs, microseconds) if original is not None else 0
+
+
+def _skips(microseconds: int) -> bool:
+    if _Skips.real or _Skips.plan is None:
+        return False
+    try:
+        with open(_Skips.plan) as file:
+            runner, until = file.read().split()
+    except (OSError, ValueError):
+        return False
+    if int(runner) != os.getpid() or not _frozen(os.getpid()):
+        return False
+    if time.monotonic() + (_Skips.owed + microseconds) / 1e6 > float(until):
+        _Skips.real = True
+        return False
+    _Skips.owed += microseconds
+    _Skips.total += microseconds
+    return True
+
+
+def _frozen(pid: int) -> bool:
+    """Whether process ``pid`` has one thread and no child (read from ``/proc``)."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+        if threads != [str(pid)]:
+            return False
+        with open(f"/proc/{pid}/task/{pid}/children") as children:
+            return not children.read().strip()
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def running_alone(
+    clock_path: str | os.PathLike[str] | None, runner: Running, held: Sequence[Running]
+) -> Iterator[None]:
+    """While the block runs, ``runner`` runs and every worker in ``held`` stays held at a
+    gate: write the plan (when each held worker is frozen), remove it on the way out, before
+    anyone is released."""
+    if clock_path is None or not all(_frozen(worker.pid) for worker in held):
+        yield
+        return
+    path = plan_path(clock_path)
+    until = runner.started + runner.timeout / 2
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(f"{runner.pid} {until!r}\n")
+    os.replace(temporary, path)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
