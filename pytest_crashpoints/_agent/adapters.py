@@ -93,29 +93,62 @@ def _fetch(
     return found(response.json())
 
 
-class _PaymentsAdapter:
+class _HttpAdapter:
+    """What every reference adapter shares: the client for an authority (``client_for``), and
+    the one way its dispatch sends: a POST that names the logical effect in the correlation
+    header, and whose refusal raises :class:`ProviderRejected`."""
+
+    tool_name: str
+
+    def __init__(self, client_for: ClientFor) -> None:
+        self._client_for = client_for
+
+    def _post(
+        self,
+        authority: Authority,
+        path: str,
+        *,
+        idempotency_key: str,
+        json: Any = None,
+        data: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> httpx.Response:
+        """POST ``json`` or the form ``data`` to ``path`` as ``authority``, with ``headers``
+        and the correlation header. Raises :class:`ProviderRejected` for an answer that proves
+        nothing was applied, ``httpx.HTTPStatusError`` for a 5xx."""
+        response = self._client_for(authority).post(
+            path,
+            json=json,
+            data=data,
+            headers={**(headers or {}), CORRELATION_HEADER: idempotency_key},
+        )
+        _refuse_or_raise(response, self.tool_name)
+        return response
+
+
+class _PaymentsAdapter(_HttpAdapter):
     """What the charge and refund adapters share: a Stripe-like object created from a form
     under the idempotency key (the created object is a durable receipt), and looked up by its
     id when the attempt holds one."""
 
-    tool_name: str
     has_lookup = True
     #: Where the provider creates and lists the objects, e.g. ``/v1/charges``.
     _path: str
 
     def __init__(self, client_for: ClientFor, *, idempotent: bool = True) -> None:
-        self._client_for = client_for
+        super().__init__(client_for)
         self.idempotent = idempotent
 
     def dispatch(
         self, args: Mapping[str, JSONValue], *, idempotency_key: str, authority: Authority
     ) -> Receipt:
-        response = self._client_for(authority).post(
+        response = self._post(
+            authority,
             self._path,
+            idempotency_key=idempotency_key,
             data=self._form(args, idempotency_key),
-            headers={"Idempotency-Key": idempotency_key, CORRELATION_HEADER: idempotency_key},
+            headers={"Idempotency-Key": idempotency_key},
         )
-        _refuse_or_raise(response, self.tool_name)
         created = response.json()
         return Receipt(
             request_id=response.headers.get("Request-Id", created["id"]),
@@ -228,7 +261,7 @@ class RefundAdapter(_PaymentsAdapter):
         return Absent()
 
 
-class EmailAdapter:
+class EmailAdapter(_HttpAdapter):
     """``send_email``: a SendGrid-like mail send. Args: ``to``, ``subject``, ``body``,
     optional ``from``."""
 
@@ -239,7 +272,7 @@ class EmailAdapter:
     def __init__(
         self, client_for: ClientFor, *, now: Callable[[], float], search_lag_bound: float = 60.0
     ) -> None:
-        self._client_for = client_for
+        super().__init__(client_for)
         self._now = now
         self._search_lag_bound = search_lag_bound
 
@@ -253,10 +286,9 @@ class EmailAdapter:
             "content": [{"type": "text/plain", "value": args["body"]}],
             "custom_args": {CORRELATION: idempotency_key},
         }
-        response = self._client_for(authority).post(
-            "/v3/mail/send", json=mail, headers={CORRELATION_HEADER: idempotency_key}
+        response = self._post(
+            authority, "/v3/mail/send", idempotency_key=idempotency_key, json=mail
         )
-        _refuse_or_raise(response, "send_email")
         message_id = response.headers.get("X-Message-Id")
         return Receipt(
             request_id=response.headers.get("X-Request-Id") or message_id or "",
@@ -304,16 +336,13 @@ def _found_message(message: Mapping[str, Any], attempt: Attempt) -> Found:
     )
 
 
-class TicketAdapter:
+class TicketAdapter(_HttpAdapter):
     """``open_ticket``: a GitHub-like issue. Args: ``repo`` (``owner/name``, owner = tenant),
     ``title``, ``body``, optional ``labels``."""
 
     tool_name = "open_ticket"
     idempotent = False
     has_lookup = True
-
-    def __init__(self, client_for: ClientFor) -> None:
-        self._client_for = client_for
 
     def dispatch(
         self, args: Mapping[str, JSONValue], *, idempotency_key: str, authority: Authority
@@ -324,12 +353,9 @@ class TicketAdapter:
             "body": args["body"],
             "labels": [*labels, _correlation_label(idempotency_key)],
         }
-        response = self._client_for(authority).post(
-            f"/repos/{args['repo']}/issues",
-            json=issue,
-            headers={CORRELATION_HEADER: idempotency_key},
+        response = self._post(
+            authority, f"/repos/{args['repo']}/issues", idempotency_key=idempotency_key, json=issue
         )
-        _refuse_or_raise(response, "open_ticket")
         created = response.json()
         return Receipt(
             request_id=response.headers.get("X-GitHub-Request-Id", ""),
@@ -375,16 +401,13 @@ def _found_issue(repo: str, issue: Mapping[str, Any]) -> Found:
     return Found(payload_hash=_issue_hash(repo, issue), result_ref=ref, request_id=ref)
 
 
-class DeployAdapter:
+class DeployAdapter(_HttpAdapter):
     """``deploy``: a deployment. Args: ``service``, ``version``, ``environment``. The
     provider has no idempotency and no lookup: a lost answer can only go to review."""
 
     tool_name = "deploy"
     idempotent = False
     has_lookup = False
-
-    def __init__(self, client_for: ClientFor) -> None:
-        self._client_for = client_for
 
     def dispatch(
         self, args: Mapping[str, JSONValue], *, idempotency_key: str, authority: Authority
@@ -395,10 +418,9 @@ class DeployAdapter:
             "environment": args["environment"],
             "metadata": {CORRELATION: idempotency_key},
         }
-        response = self._client_for(authority).post(
-            "/v1/deployments", json=body, headers={CORRELATION_HEADER: idempotency_key}
+        response = self._post(
+            authority, "/v1/deployments", idempotency_key=idempotency_key, json=body
         )
-        _refuse_or_raise(response, "deploy")
         request_id = response.headers.get("X-Request-Id", "")
         # "202 accepted" with the provider's request id is the only receipt there will be.
         return Receipt(request_id=request_id, result_ref=request_id, durable=True)

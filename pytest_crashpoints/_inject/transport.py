@@ -32,6 +32,7 @@ wrapper only reads the response body before returning it.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
+from typing import Generic, TypeVar
 
 import httpx
 
@@ -41,6 +42,7 @@ from .failpoints import crashpoint, crashpoint_deferred
 __all__ = ["AsyncCrashTransport", "CrashTransport"]
 
 ContextOf = Callable[[httpx.Request, httpx.Response], Mapping[str, object]]
+_Inner = TypeVar("_Inner", httpx.BaseTransport, httpx.AsyncBaseTransport)
 
 
 def default_context(request: httpx.Request, response: httpx.Response) -> dict[str, object]:
@@ -65,59 +67,55 @@ def _check_points(points: Collection[str]) -> frozenset[str]:
     return chosen
 
 
-def _fire(points: frozenset[str], context: Mapping[str, object]) -> None:
-    if "B" in points:
-        crashpoint("B", **context)
-    if "C" in points:
-        crashpoint_deferred("C", **context)
+class _CrashingTransport(Generic[_Inner]):
+    """What the sync and the async transport share: the transport they wrap, the points they
+    fire and the context those carry, and how a response, once read, fires them."""
+
+    _inner: _Inner
+
+    def __init__(
+        self,
+        inner: _Inner,
+        *,
+        points: Collection[str] = ("B", "C"),
+        context: ContextOf = default_context,
+    ) -> None:
+        self._inner = inner
+        self._points = _check_points(points)
+        self._context = context
+
+    def _fire(self, request: httpx.Request, response: httpx.Response) -> None:
+        context = self._context(request, response)
+        if "B" in self._points:
+            crashpoint("B", **context)
+        if "C" in self._points:
+            crashpoint_deferred("C", **context)
 
 
-class CrashTransport(httpx.BaseTransport):
+class CrashTransport(_CrashingTransport[httpx.BaseTransport], httpx.BaseTransport):
     """Wraps ``inner`` and fires B and C around each response (see the module docstring).
 
     ``points`` chooses which of B and C it fires; ``context`` replaces the default context
     function. Raises :class:`HarnessUsageError` for a point other than B or C.
     """
 
-    def __init__(
-        self,
-        inner: httpx.BaseTransport,
-        *,
-        points: Collection[str] = ("B", "C"),
-        context: ContextOf = default_context,
-    ) -> None:
-        self._inner = inner
-        self._points = _check_points(points)
-        self._context = context
-
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         response = self._inner.handle_request(request)
         response.read()
-        _fire(self._points, self._context(request, response))
+        self._fire(request, response)
         return response
 
     def close(self) -> None:
         self._inner.close()
 
 
-class AsyncCrashTransport(httpx.AsyncBaseTransport):
+class AsyncCrashTransport(_CrashingTransport[httpx.AsyncBaseTransport], httpx.AsyncBaseTransport):
     """The async twin of :class:`CrashTransport`, for ``httpx.AsyncClient``."""
-
-    def __init__(
-        self,
-        inner: httpx.AsyncBaseTransport,
-        *,
-        points: Collection[str] = ("B", "C"),
-        context: ContextOf = default_context,
-    ) -> None:
-        self._inner = inner
-        self._points = _check_points(points)
-        self._context = context
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         response = await self._inner.handle_async_request(request)
         await response.aread()
-        _fire(self._points, self._context(request, response))
+        self._fire(request, response)
         return response
 
     async def aclose(self) -> None:

@@ -27,7 +27,7 @@ from ..._process.clock import prime_wall_time_pins
 from ..._process.delivery import deliver_concurrently
 from ..._process.forkserver import serving
 from ..._process.interleaving import run_interleaved
-from ..._process.outcome import Completed, Killed, Raised, TimedOut
+from ..._process.outcome import Completed, Killed, Outcome, Raised, TimedOut
 from ..._process.worker import start_worker
 from ...errors import CrashpointsError, WorkerNotPaused
 from ..storage.agentfiles import (
@@ -65,7 +65,6 @@ from .world import World
 
 if TYPE_CHECKING:
     from ..._process.handle import Worker
-    from ..._process.outcome import Outcome
 
     StandIn = Callable[[Callable[..., object], Sequence[object], KillAt | None], Outcome]
 
