@@ -4,6 +4,7 @@ both engines; an interruption ends every job's processes."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_crashpoints import Authority, ProviderSpec, reference_recovery, reference_worker
+from pytest_crashpoints._harness.search.explore import SCHEDULES_PER_JOB
 from pytest_crashpoints._process.handle import live_worker_pids
 from pytest_crashpoints.harness import CrashSettings, ExplorationReport, Scenario, explore
 from scenarios.broken.agents import random_key_worker
@@ -65,6 +67,30 @@ def test_jobs_give_the_report_one_job_gives(tmp_path: Path, engine: str) -> None
     runs = [[(r.schedule_text, r.verdict, r.fingerprint) for r in x.schedules] for x in (one, two)]
     assert runs[0] == runs[1]
     assert two.engine["jobs"] == 2 and "jobs" not in one.engine
+
+
+@pytest.mark.parametrize(
+    ("points", "faults", "jobs"),
+    [(("B",), ("kill",), None), (("A", "B", "C", "D"), None, 2)],
+    ids=["2 schedules: one job", "many schedules: two"],
+)
+def test_auto_jobs_start_a_second_job_only_for_enough_schedules(
+    tmp_path: Path, points: tuple[str, ...], faults: tuple[str, ...] | None, jobs: int | None
+) -> None:
+    """``--crashpoints-jobs=auto`` says how many jobs the machine allows; a test with fewer
+    than ``SCHEDULES_PER_JOB`` faulted schedules per job would spend more starting a job's
+    world than the job saves. An explicit number is taken as given."""
+    settings = CrashSettings(
+        mode="exhaustive", max_faults=1, points=points, faults=faults, jobs=2, jobs_auto=True
+    )
+    report = explore(scenario(), settings, base_dir=tmp_path / "auto", nodeid="t")
+    assert report.verdict == "passed"
+    faulted = report.cases - 1
+    assert (faulted >= 2 * SCHEDULES_PER_JOB) == (jobs == 2), faulted
+    assert report.engine.get("jobs") == jobs
+    given = dataclasses.replace(settings, points=("B",), faults=("kill",), jobs_auto=False)
+    report = explore(scenario(), given, base_dir=tmp_path / "given", nodeid="t")
+    assert report.cases - 1 < SCHEDULES_PER_JOB and report.engine["jobs"] == 2
 
 
 @pytest.mark.parametrize("engine", ["states", "processes"])

@@ -74,6 +74,9 @@ class CrashSettings:
     engine: Engine = "states"
     #: Cases of the exhaustive phase run at once, each job in a world of its own (``jobs``).
     jobs: int = 1
+    #: ``jobs`` is the most the machine allows (``--crashpoints-jobs=auto``), not a number the
+    #: user gave: a test with few schedules runs on fewer jobs (:data:`SCHEDULES_PER_JOB`).
+    jobs_auto: bool = False
     #: The kinds of fault to inject (``schedule.FAULT_KINDS``); ``None``: every kind the
     #: points allow.
     faults: tuple[str, ...] | None = None
@@ -82,6 +85,12 @@ class CrashSettings:
     #: Hypothesis runs ``max_examples / N`` (rounded up) with a seed of the shard's own.
     #: Every shard runs the fault-free case.
     shard: tuple[int, int] | None = None
+
+
+#: With ``--crashpoints-jobs=auto``, one job more for every this many faulted schedules: a job
+#: starts a world of its own (run directory, servers, a recording of the deliveries), which
+#: two or three schedules do not win back (measured in docs/performance.md#jobs).
+SCHEDULES_PER_JOB = 4
 
 
 def _replay_command(nodeid: str, token: str) -> str:
@@ -409,6 +418,8 @@ class _Explorer:
         todo = [schedule for _, schedule in mine]
         self.plan(len(todo))
         jobs = min(self.settings.jobs, len(todo))
+        if self.settings.jobs_auto:
+            jobs = min(jobs, max(1, len(todo) // SCHEDULES_PER_JOB))
         if jobs > 1:
             self.jobs_used = jobs
             self._exhaustive_jobs(todo, jobs, indices=[i for i, _ in mine])
