@@ -328,4 +328,22 @@ def _resolve(config: pytest.Config, option: Option) -> Any:
 def read_options(config: pytest.Config) -> SessionOptions:
     """Resolve every option; a bad value raises pytest.UsageError naming it and its source."""
     values = {option.name: _resolve(config, option) for option in OPTIONS}
+    _check_switches()
     return SessionOptions(**values)
+
+
+def _check_switches() -> None:
+    """The switches that are only environment variables: a bad value is refused as an
+    option's is (the workers read them, not the plugin)."""
+    from .._process.busywait import REAL_WAITS_ENV
+
+    raw = os.environ.get(REAL_WAITS_ENV)
+    if raw is None:
+        return
+    try:
+        _flag(raw)
+    except ValueError as exc:
+        raise pytest.UsageError(
+            f"crashpoints: {REAL_WAITS_ENV} has the value {raw!r}: {exc}. Set it to 1 to "
+            "sleep out every SQLite lock wait (see docs/reference.md)."
+        ) from None

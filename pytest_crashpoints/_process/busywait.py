@@ -43,7 +43,7 @@ from typing import Any, Protocol
 
 __all__ = ["arm", "install", "plan_path", "running_alone", "skipped"]
 
-#: Set (to anything but ``0`` or empty) in the harness's environment: every wait is slept.
+#: Set to ``1`` (or ``true``, ``yes``, ``on``) in the harness's environment: every wait is slept.
 REAL_WAITS_ENV = "PYTEST_CRASHPOINTS_REAL_BUSY_WAITS"
 
 class Running(Protocol):
@@ -133,10 +133,7 @@ def install() -> bool:
     global _shim
     if _shim is not None:
         return True
-    if not sys.platform.startswith("linux") or os.environ.get(REAL_WAITS_ENV, "0") not in (
-        "",
-        "0",
-    ):
+    if not sys.platform.startswith("linux") or _real_waits_asked():
         return False
     library = _library()
     if library is None:
@@ -151,6 +148,13 @@ def install() -> bool:
         address = vfs.pNext
     _shim = shim
     return True
+
+
+def _real_waits_asked() -> bool:
+    """:data:`REAL_WAITS_ENV` is set to anything but an "off" (``0``, ``false``, ``no``,
+    ``off``, empty); the plugin refuses a value that is neither "on" nor "off"."""
+    value = os.environ.get(REAL_WAITS_ENV, "").strip().lower()
+    return value not in ("", "0", "false", "no", "off")
 
 
 def arm(clock_path: str | os.PathLike[str] | None) -> None:

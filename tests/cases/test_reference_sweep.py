@@ -110,6 +110,11 @@ def test_reference_passes_every_single_fault_schedule(spec: ProviderSpec, tmp_pa
     if spec.name != "deploy":  # deploy has no lookup: nothing for F to time out
         assert report.reached.get("F")
     assert report.cases >= 12
+    # A case counts once per point it reached (a duplicate delivery's D, fired by both
+    # workers and named by the schedule, too).
+    for run in report.schedules:
+        assert len(run.reached) == len(set(run.reached)), run
+    assert max(report.reached.values()) <= report.cases
 
 
 @pytest.mark.parametrize("messages", [4, 6])

@@ -278,6 +278,12 @@ def test_bad_marker_arguments_give_one_clear_error(
         (["--crashpoints-jobs=0"], {}, "'0': it must be a whole number of 1 or more, or 'auto'"),
         ([], {"PYTEST_CRASHPOINTS_JOBS": "all"}, "PYTEST_CRASHPOINTS_JOBS has the value 'all'"),
         (
+            [],
+            {"PYTEST_CRASHPOINTS_REAL_BUSY_WAITS": "sometimes"},
+            "PYTEST_CRASHPOINTS_REAL_BUSY_WAITS has the value 'sometimes': it must be true or "
+            "false",
+        ),
+        (
             ["--crashpoints-run-dir=no/such/dir"],
             {},
             "'no/such/dir': it must be memory, disk, or the path of a directory that exists",
