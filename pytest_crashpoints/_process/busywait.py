@@ -41,7 +41,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-__all__ = ["arm", "install", "plan_path", "running_alone", "skipped"]
+__all__ = ["arm", "install", "plan_path", "running_alone", "skipped", "supported"]
 
 #: Set to ``1`` (or ``true``, ``yes``, ``on``) in the harness's environment: every wait is slept.
 REAL_WAITS_ENV = "PYTEST_CRASHPOINTS_REAL_BUSY_WAITS"
@@ -125,6 +125,11 @@ def _library() -> ctypes.CDLL | None:
     library.sqlite3_vfs_find.restype = ctypes.c_void_p
     library.sqlite3_vfs_find.argtypes = [ctypes.c_char_p]
     return library
+
+
+def supported() -> bool:
+    """Whether this process could skip futile waits (Linux, a shared ``libsqlite3``)."""
+    return sys.platform.startswith("linux") and _library() is not None
 
 
 def install() -> bool:

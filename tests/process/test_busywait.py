@@ -18,7 +18,7 @@ from pytest_crashpoints._process.interleaving import run_interleaved
 from pytest_crashpoints._process.outcome import Completed, TimedOut
 
 pytestmark = pytest.mark.skipif(
-    not busywait.install(), reason="needs Linux and the sqlite3 module on a shared libsqlite3"
+    not busywait.supported(), reason="needs Linux and the sqlite3 module on a shared libsqlite3"
 )
 
 #: The waiter waits at "start" until the holder has taken the write lock and waits at "held";
