@@ -295,7 +295,8 @@ month-end close, 25 s on the states engine against 42 s on the processes engine,
 sweep's JSON report), plus time no engine shortens: in each of the two own-table scenarios
 (the jobs mailer, the order charger) one case takes 10 s, a duplicate delivery waiting for the
 SQLite lock its twin holds while paused in its commit, until the agent's own 10-second busy
-timeout gives up (real time, in the agent's SQLite).
+timeout gives up (real time, in the agent's SQLite). That wait is skipped since 2026-12-02
+([below](#lock-waits-no-one-can-end)).
 
 Where one of those processes' time goes (the e-mail sweep on the states engine, timestamps
 taken in the harness, the fork server and the child, medians over 326 processes on a quiet
@@ -333,10 +334,56 @@ taken. Hypothesis mode draws one schedule after the other and runs one case at a
 test marked `engine="processes"` keeps its durable state outside its run directory (a broker,
 a database server), where two cases at once would meet, and runs one case at a time too.
 
+A job starts a world of its own (run directory, servers, signing secret) and records the
+deliveries its schedules start from, about a tenth of a second: a small test does not win that
+back. So `auto` also gives a test one job for every 4 faulted schedules
+(`SCHEDULES_PER_JOB`). Measured on this 2-core machine, 2026-12-02, quiet, the jobs mailer
+with 1 to 3 messages (median seconds of a test, one job against two): 2 faulted schedules
+0.17 against 0.26; 4: 0.40 against 0.45; 6: 0.58 against 0.54; 9 and 10: 1.16 against 0.90.
+An explicit `--crashpoints-jobs=N` is taken as given.
+
 On this 2-core machine, with no xdist, two jobs checked the e-mail scenario's crash states
 1.45x as fast as one (21.4 against 14.7 per second, `python -m bench.engines --quick`,
 2026-12-01, load 0.7): the parent waits for processes three quarters of the time, and two
 cores are shared by the parent, the fork server and two jobs' processes.
+"""
+
+LOCK_WAITS = """\
+## Lock waits no one can end
+
+A duplicate delivery (D) runs two workers through a forced interleaving: the first is held at
+a gate (A, B, C, or just after its first commit) while the second runs to its end. When the
+first holds an SQLite write lock at its gate, the second waits for it, and the wait can only
+end one way: its busy timeout runs out and SQLite raises "database is locked", since the
+holder is let go only after the second ends. With the bundled agents' `timeout=10.0` that was
+ten seconds of nothing per such case, the largest part of a small agent's test (an 18-case
+exhaustive test of the jobs mailer with every fault kind: 13.1 s, 10 of them this wait).
+
+SQLite's default busy handler sleeps between retries through its VFS's `xSleep` and adds up the
+delays it *asked for*, not the time that passed; it gives up when they reach the timeout. So
+the harness patches `xSleep` in every worker process (`_process/busywait.py`, through `ctypes`
+on the shared `libsqlite3` Python's `sqlite3` module uses) and, while a worker runs with every
+other worker of its interleaving held, the sleeps return at once: the same retries, the same
+error, no wait. Exactness rests on "nothing can release the lock meanwhile", so the skipping
+needs all of: the harness has written a plan naming this process as the one running (next to
+the harness clock, never part of a crash state, removed before anyone is let go), every held
+worker has one thread and no child process (checked in `/proc` when the plan is written: a
+thread of its own could otherwise commit), and the running worker has one thread and no
+child. A wait that would take the skipped time past half the worker's timeout is slept for
+real, the part skipped too, so a worker that waits longer than its timeout times out as
+before. Agents in other languages and an SQLite linked into Python statically sleep as before;
+so does every wait outside an interleaving.
+
+Tests (`tests/process/test_busywait.py`): a held writer and a waiting writer get "database is
+locked" with the whole busy timeout skipped; with a second thread in either worker, without
+the harness clock, or with `PYTEST_CRASHPOINTS_REAL_BUSY_WAITS=1`, nothing is skipped; a wait
+longer than the worker's timeout still times out (each check fails with its condition removed).
+Measured on this 2-core machine, 2026-12-02 (load about 1.5): every bundled scenario and broken
+agent (`pytest -p crashpoints scenarios -n 2 --crashpoints-seed=7`), once with
+`PYTEST_CRASHPOINTS_REAL_BUSY_WAITS=1` and once without: the same 1,064 schedules, fingerprints
+and verdicts in both JSON reports; 336 s against 230 s of wall time, and the tests' own
+seconds 628 against 405 (the outbox relay 32.6 s to 2.9 s, the renewal charger 36.6 s to 7.4 s,
+the installments 27.5 s to 4.8 s, the jobs mailer's parked job 11.4 s to 1.1 s).
 """
 
 SHARED_RUNNERS = """\
@@ -439,10 +486,21 @@ is a writable tmpfs with room (`--crashpoints-run-dir`, the header says where an
 SIGKILL keeps what a process wrote in the page cache, and power losses are modelled from the
 syncs the processes made (SQLite's WAL index, the worker's fsync log), so the verdicts do not
 move; what goes is the disk's part of every commit's sync and of every crash state put back.
-Measured on this machine (item 12): 71 ms of CPU per case of the sweep in memory against 79 ms
-on disk, about a tenth. The rest of a case is
+Measured (item 12) on 2026-12-02 at 01:23: 71 ms of CPU per case of the sweep in memory
+against 79 ms on disk, about a tenth (fork floor 2.05 ms); at 10:20 the same day, on a slower
+machine (floor 3.21 ms, pytest's start-up 1.7 s of CPU against 1.0 s): 121 ms against 123 ms,
+so 35 and 38 times the floor, and memory saves less there. The rest of a case is
 processes (about 4 per case in the sweep; each costs about twice a bare fork through the fork
 server, mostly the kernel copying the pages its Python touches) and the agent's own work.
+A `perf` profile of the sweep (`perf record -a`, 2026-12-02): the worker processes spend more
+than half their CPU in the kernel, on the pages of the fork server's address space (about 75
+MB, the pytest process it is forked from): copying page tables at fork (`copy_page_range`),
+copy-on-write faults, and tearing them down at exit (`unmap_page_range`); the harness process
+two fifths of the CPU (pytest's start-up included), spread thinly over its Python (no function
+above a few percent). A fork server exec'd fresh with only what workers import would be about
+35 MB: measured with a synthetic worker, each fork's CPU falls by about 0.035 ms per MB, 1.5 to
+2 ms a worker, a tenth of a case at most; not done (the scenario's callables are passed to the
+server by reference, which needs the server to be a fork of the process that defined them).
 
 **Messages grow the cost faster than linearly (item 12).** A kill in message i of M is
 followed by the real deliveries of messages i+1 to M before the quiet phase, so a sweep costs
@@ -450,7 +508,8 @@ about M squared deliveries. Skipping the later deliveries when the messages are 
 partial-order reduction) needs to know what each delivery *reads*, which the harness does not
 observe (it sees the ledger's writes and the providers' requests, not a worker's queries): a
 worker that scans the ledger at start-up depends on every earlier message. Not done: an unsound
-reduction would pass agents that should fail.
+reduction would pass agents that should fail. (Measured 2026-12-02: 16 messages cost 13.2x
+what 4 cost in the morning and 11.7x later the same day, 593 and 149 cases.)
 
 **The settled quiet run is invariant 6's second run.** The quiet phase returns only
 after a recovery run that changed nothing (ledger and provider effects alike); that run is
@@ -530,7 +589,8 @@ def render(results: dict[str, Any]) -> str:
         f"Goals met: {', '.join(met) or 'none'}. Missed: {', '.join(missed) or 'none'}."
         + (f" Not measured: {', '.join(other)}." if other else "")
     )
-    lines += ["", *_profile(items), MEASURED, SESSION_COST, STATES, SHARED_RUNNERS, KNOWN_COSTS]
+    lines += ["", *_profile(items), MEASURED, SESSION_COST, STATES, LOCK_WAITS, SHARED_RUNNERS]
+    lines.append(KNOWN_COSTS)
     return "\n".join(lines).rstrip() + "\n"
 
 
