@@ -46,6 +46,7 @@ __all__ = ["arm", "install", "plan_path", "running_alone", "skipped", "supported
 #: Set to ``1`` (or ``true``, ``yes``, ``on``) in the harness's environment: every wait is slept.
 REAL_WAITS_ENV = "PYTEST_CRASHPOINTS_REAL_BUSY_WAITS"
 
+
 class Running(Protocol):
     """What the plan needs of a worker (``handle.Worker`` has it)."""
 
