@@ -33,7 +33,7 @@ Python statically, sleep as before.
 from __future__ import annotations
 
 import contextlib
-import ctypes
+import functools
 import os
 import sys
 import time
@@ -60,30 +60,30 @@ class Running(Protocol):
     def timeout(self) -> float: ...
 
 
-_SLEEP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int)
+@functools.cache
+def _c_types() -> tuple[Any, Any]:
+    """The C sleep's function type and the head of ``struct sqlite3_vfs`` up to ``xSleep``
+    (stable since SQLite 3.5). Made on first use: ``ctypes`` is not imported by the plugin's
+    start-up (the option check imports this module)."""
+    import ctypes
 
+    sleep = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int)
+    pointer = ctypes.c_void_p
+    names = ["xOpen", "xDelete", "xAccess", "xFullPathname", "xDlOpen", "xDlError", "xDlSym"]
+    names += ["xDlClose", "xRandomness", "xSleep"]
 
-class _Vfs(ctypes.Structure):
-    """The head of ``struct sqlite3_vfs`` up to ``xSleep`` (stable since SQLite 3.5)."""
+    class Vfs(ctypes.Structure):
+        _fields_ = [
+            ("iVersion", ctypes.c_int),
+            ("szOsFile", ctypes.c_int),
+            ("mxPathname", ctypes.c_int),
+            ("pNext", pointer),
+            ("zName", ctypes.c_char_p),
+            ("pAppData", pointer),
+            *((name, pointer) for name in names),
+        ]
 
-    _fields_ = [
-        ("iVersion", ctypes.c_int),
-        ("szOsFile", ctypes.c_int),
-        ("mxPathname", ctypes.c_int),
-        ("pNext", ctypes.c_void_p),
-        ("zName", ctypes.c_char_p),
-        ("pAppData", ctypes.c_void_p),
-        ("xOpen", ctypes.c_void_p),
-        ("xDelete", ctypes.c_void_p),
-        ("xAccess", ctypes.c_void_p),
-        ("xFullPathname", ctypes.c_void_p),
-        ("xDlOpen", ctypes.c_void_p),
-        ("xDlError", ctypes.c_void_p),
-        ("xDlSym", ctypes.c_void_p),
-        ("xDlClose", ctypes.c_void_p),
-        ("xRandomness", ctypes.c_void_p),
-        ("xSleep", ctypes.c_void_p),
-    ]
+    return sleep, Vfs
 
 
 class _Skips:
@@ -110,8 +110,10 @@ def plan_path(clock_path: str | os.PathLike[str]) -> Path:
     return path.with_name(path.name + ".runner")
 
 
-def _library() -> ctypes.CDLL | None:
-    """The SQLite library this Python's ``sqlite3`` module uses, if it is a shared one."""
+def _library() -> Any:
+    """The SQLite library this Python's ``sqlite3`` module uses (a ``ctypes.CDLL``), if it is
+    a shared one; else ``None``."""
+    import ctypes
     import sqlite3  # noqa: F401  (loads the library)
 
     try:
@@ -144,12 +146,15 @@ def install() -> bool:
     library = _library()
     if library is None:
         return False
-    shim = _SLEEP(_sleep)
+    import ctypes
+
+    sleep_type, vfs_type = _c_types()
+    shim = sleep_type(_sleep)
     address = library.sqlite3_vfs_find(None)
     while address:
-        vfs = _Vfs.from_address(address)
+        vfs = vfs_type.from_address(address)
         if vfs.xSleep:
-            _originals[address] = _SLEEP(vfs.xSleep)
+            _originals[address] = sleep_type(vfs.xSleep)
             vfs.xSleep = ctypes.cast(shim, ctypes.c_void_p).value
         address = vfs.pNext
     _shim = shim
