@@ -36,7 +36,7 @@ def resolve(marker: CrashMarker, options: SessionOptions, *, seed: int | None) -
         replay=options.replay,
         engine=marker.engine or options.engine,  # type: ignore[arg-type]
         jobs=_jobs(marker, options),
-        jobs_auto=options.jobs == "auto" and marker.engine != "processes",
+        jobs_auto=options.jobs == "auto",
         faults=marker.faults,
         # A replay is one schedule: there is nothing to split.
         shard=None if options.replay is not None else options.shard,
