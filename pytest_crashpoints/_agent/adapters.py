@@ -134,6 +134,10 @@ class _PaymentsAdapter(_HttpAdapter):
     has_lookup = True
     #: Where the provider creates and lists the objects, e.g. ``/v1/charges``.
     _path: str
+    #: The tool's required arguments, sent as form fields and read back for the hash.
+    _fields: tuple[str, ...]
+    #: The one optional argument, sent and hashed when given and not empty.
+    _optional: str
 
     def __init__(self, client_for: ClientFor, *, idempotent: bool = True) -> None:
         super().__init__(client_for)
@@ -171,11 +175,18 @@ class _PaymentsAdapter(_HttpAdapter):
         )
 
     def _form(self, args: Mapping[str, JSONValue], idempotency_key: str) -> dict[str, str]:
-        raise NotImplementedError
+        form = {name: str(args[name]) for name in self._fields}
+        form[f"metadata[{CORRELATION}]"] = idempotency_key
+        if args.get(self._optional):
+            form[self._optional] = str(args[self._optional])
+        return form
 
-    @staticmethod
-    def _payload_hash(created: Mapping[str, Any]) -> str:
-        raise NotImplementedError
+    def _payload_hash(self, created: Mapping[str, Any]) -> str:
+        """The arguments hash of what the provider created: the tool's arguments, read back."""
+        args = {name: created.get(name) for name in self._fields}
+        if created.get(self._optional):
+            args[self._optional] = created[self._optional]
+        return args_hash(args)
 
     def _lookup_by_key(self, client: httpx.Client, attempt: Attempt) -> LookupResult:
         raise NotImplementedError
@@ -187,29 +198,8 @@ class ChargeAdapter(_PaymentsAdapter):
 
     tool_name = "charge"
     _path = "/v1/charges"
-
-    def _form(self, args: Mapping[str, JSONValue], idempotency_key: str) -> dict[str, str]:
-        form = {
-            "amount": str(args["amount"]),
-            "currency": str(args["currency"]),
-            "customer": str(args["customer"]),
-            f"metadata[{CORRELATION}]": idempotency_key,
-        }
-        if "description" in args:
-            form["description"] = str(args["description"])
-        return form
-
-    @staticmethod
-    def _payload_hash(created: Mapping[str, Any]) -> str:
-        """The arguments hash of what the provider charged: the tool's arguments, read back."""
-        args: dict[str, Any] = {
-            "amount": created.get("amount"),
-            "currency": created.get("currency"),
-            "customer": created.get("customer"),
-        }
-        if created.get("description"):
-            args["description"] = created["description"]
-        return args_hash(args)
+    _fields = ("amount", "currency", "customer")
+    _optional = "description"
 
     def _lookup_by_key(self, client: httpx.Client, attempt: Attempt) -> LookupResult:
         query = f"metadata['{CORRELATION}']:'{attempt.idempotency_key}'"
@@ -230,24 +220,8 @@ class RefundAdapter(_PaymentsAdapter):
 
     tool_name = "refund"
     _path = "/v1/refunds"
-
-    def _form(self, args: Mapping[str, JSONValue], idempotency_key: str) -> dict[str, str]:
-        form = {
-            "charge": str(args["charge"]),
-            "amount": str(args["amount"]),
-            f"metadata[{CORRELATION}]": idempotency_key,
-        }
-        if args.get("reason"):
-            form["reason"] = str(args["reason"])
-        return form
-
-    @staticmethod
-    def _payload_hash(created: Mapping[str, Any]) -> str:
-        """The arguments hash of what the provider refunded: the tool's arguments, read back."""
-        args: dict[str, Any] = {"charge": created.get("charge"), "amount": created.get("amount")}
-        if created.get("reason"):
-            args["reason"] = created["reason"]
-        return args_hash(args)
+    _fields = ("charge", "amount")
+    _optional = "reason"
 
     def _lookup_by_key(self, client: httpx.Client, attempt: Attempt) -> LookupResult:
         # The charge's refunds are listed consistently: a refund made under the key is there.

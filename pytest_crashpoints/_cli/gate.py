@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .._plugin.results import new_file_beside, write_text
+from .._process import prctl
+from .._process.prctl import PR_SET_PDEATHSIG
 from ..errors import CrashpointsError
 from .reading import load_report, render_markdown, render_table, report_totals
 
@@ -279,7 +281,7 @@ def run_pytest(args: Sequence[str]) -> PytestRun:
 
     previous = _install(on_signal)
     try:
-        child = subprocess.Popen(command, preexec_fn=_joining(group, _prctl()))
+        child = subprocess.Popen(command, preexec_fn=_joining(group, prctl.load()))
         forward_pending()  # a signal that came while pytest was starting
         code = child.wait()
     finally:
@@ -294,18 +296,6 @@ def run_pytest(args: Sequence[str]) -> PytestRun:
     return PytestRun(status, received[0] if received else None)
 
 
-_PR_SET_PDEATHSIG = 1
-
-
-def _prctl() -> Any:
-    """libc's ``prctl`` on Linux, looked up before the fork (not in the child), else None."""
-    if not sys.platform.startswith("linux"):
-        return None
-    import ctypes
-
-    return ctypes.CDLL(None, use_errno=True).prctl
-
-
 def _joining(group: int, prctl: Any) -> Callable[[], None]:
     """What pytest's process runs before it starts: it joins the guardian's ``group``, takes
     the forwarded signals' default actions back, and asks for ``SIGKILL`` when the gate dies
@@ -316,7 +306,7 @@ def _joining(group: int, prctl: Any) -> Callable[[], None]:
         for signum in FORWARDED:
             signal.signal(signum, signal.SIG_DFL)
         if prctl is not None:
-            prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
     return join_group
 

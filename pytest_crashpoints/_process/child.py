@@ -13,7 +13,6 @@ killed at a fail point (the record the fail point writes just before ``SIGKILL``
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import sys
@@ -23,22 +22,18 @@ from typing import Any
 
 from .._inject import failpoints as _failpoints
 from .._inject.failpoints import Fault
-from . import busywait
+from . import busywait, prctl
 from .calling import call_to_completion
 from .clock import HarnessClock, pin_wall_time
 from .orphans import become_subreaper, end_children
 
 __all__ = ["child_main"]
 
-_PR_SET_PDEATHSIG = 1
-
 
 def _die_with_parent(parent_pid: int) -> None:
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    prctl.set_option(prctl.PR_SET_PDEATHSIG)
     if os.getppid() != parent_pid:
         # The parent died before the death signal was set: nobody would reap us.
         os.kill(os.getpid(), signal.SIGKILL)

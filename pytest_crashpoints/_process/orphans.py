@@ -18,21 +18,16 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sys
+
+from . import prctl
 
 __all__ = ["become_subreaper", "end_children", "live_children"]
 
-_PR_SET_CHILD_SUBREAPER = 36
 
 
 def become_subreaper() -> bool:
     """Make this process a child subreaper (Linux); return whether it is one."""
-    if not sys.platform.startswith("linux"):
-        return False
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    return prctl.set_option(prctl.PR_SET_CHILD_SUBREAPER, 1)
 
 
 def live_children() -> dict[int, bool]:

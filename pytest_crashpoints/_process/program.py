@@ -15,16 +15,14 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from ..errors import HarnessUsageError
+from . import prctl
 
 __all__ = ["check_command", "describe_exit", "start_command", "tail"]
 
-_PR_SET_PDEATHSIG = 1
 
 
 def check_command(argv: object, *, what: str = "command") -> tuple[str, ...]:
@@ -62,21 +60,9 @@ def check_command(argv: object, *, what: str = "command") -> tuple[str, ...]:
 def _die_with_bridge(bridge: int) -> None:
     """Run in the program's process between fork and exec (the bridge has no other thread
     yet: nothing here can meet a lock held by one)."""
-    if sys.platform.startswith("linux"):
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    prctl.set_option(prctl.PR_SET_PDEATHSIG)  # loaded before the fork
     if os.getppid() != bridge:  # the bridge died before the death signal was set
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _load_prctl() -> Any:
-    if not sys.platform.startswith("linux"):
-        return None
-    import ctypes
-
-    return ctypes.CDLL(None, use_errno=True).prctl
-
-
-_prctl: Any = None
 
 
 def start_command(
@@ -95,9 +81,7 @@ def start_command(
     thread that forked it) and before starting any other thread (the death signal is set
     between fork and exec). Raises :class:`HarnessUsageError` if the program cannot start.
     """
-    global _prctl
-    if _prctl is None:
-        _prctl = _load_prctl()
+    prctl.load()  # here: the program's process must not build it between fork and exec
     bridge = os.getpid()
     out = open(stdout, "ab")  # noqa: SIM115 - closed below, after the fork
     err = open(stderr, "ab")  # noqa: SIM115

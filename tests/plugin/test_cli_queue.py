@@ -91,17 +91,8 @@ def test_unknown_and_review_rows_exit_1(
     out, err = capsys.readouterr()
     assert err == ""
     header, first, second, blank, summary = out.splitlines()
-    columns = [
-        "ATTEMPT",
-        "STATE",
-        "TOOL",
-        "TASK",
-        "OWNER",
-        "AGE",
-        "NEXT ATTEMPT",
-        "ARGS HASH",
-        "PROVIDER REQUEST ID",
-    ]
+    columns = ["ATTEMPT", "STATE", "TOOL", "TASK", "OWNER", "AGE", "NEXT ATTEMPT", "ARGS HASH"]
+    columns.append("PROVIDER REQUEST ID")
     assert re.split(r"\s{2,}", header) == columns
     unknown, review = ids["unknown"], ids["review"]
     assert re.split(r"\s{2,}", first)[:5] == [

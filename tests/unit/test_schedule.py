@@ -57,17 +57,17 @@ TWO_CALLS = Space(
 def kinds(schedule: Schedule) -> set[str]:
     found = set()
     for step in schedule.steps:
-        if isinstance(step, Deliver):
-            if step.kill:
-                found.add(f"kill:{step.kill.point}")
-            if step.duplicate:
+        match step:
+            case Deliver(kill=KillAt(point=point), duplicate=twin):
+                found |= {f"kill:{point}", *(["D"] if twin else [])}
+            case Deliver(duplicate=twin) if twin:
                 found.add("D")
-        elif isinstance(step, ChangeAuthority):
-            found.add("E")
-        elif isinstance(step, LookupTimeouts):
-            found.add("F")
-        elif isinstance(step, Recover) and step.kill:
-            found.add("recovery")
+            case ChangeAuthority():
+                found.add("E")
+            case LookupTimeouts():
+                found.add("F")
+            case Recover(kill=KillAt()):
+                found.add("recovery")
     return found
 
 

@@ -146,37 +146,30 @@ def _declared(settings: CrashSettings) -> tuple[str, ...]:
     return tuple(dict.fromkeys(declared))
 
 
+@dataclasses.dataclass(eq=False)
 class _Explorer:
-    def __init__(
-        self,
-        scenario: Scenario,
-        settings: CrashSettings,
-        *,
-        base_dir: Path,
-        nodeid: str,
-        reference: Scenario | None = None,
-        on_case: Callable[[ExplorationReport], None] | None = None,
-    ) -> None:
-        self.scenario = scenario
-        self.on_case = on_case
-        self.reference = reference
-        self.settings = settings
-        self.base_dir = base_dir
-        self.nodeid = nodeid
+    scenario: Scenario
+    settings: CrashSettings
+    base_dir: Path
+    nodeid: str
+    reference: Scenario | None = None
+    on_case: Callable[[ExplorationReport], None] | None = None
+    #: The fault-free run's effects, the baseline of every later case.
+    expected: tuple[ExpectedEffect, ...] | None = dataclasses.field(default=None, init=False)
+    #: The states engine, when the cases run on it.
+    engine: StatesEngine | None = dataclasses.field(default=None, init=False)
+    #: The first disagreement between the states engine and a real kill, if any.
+    disagreement: str | None = dataclasses.field(default=None, init=False)
+    #: What the engines of jobs 2, 3, ... did (``StatesEngine.statistics``).
+    jobs_statistics: list[dict[str, int]] = dataclasses.field(default_factory=list, init=False)
+    #: How many jobs ran the exhaustive phase (1: it ran one case at a time, or not at all).
+    jobs_used: int = dataclasses.field(default=1, init=False)
+
+    def __post_init__(self) -> None:
         self.report = ExplorationReport(
-            nodeid, settings.seed, settings.mode, declared=_declared(settings)
+            self.nodeid, self.settings.seed, self.settings.mode, declared=_declared(self.settings)
         )
-        #: The fault-free run's effects, the baseline of every later case.
-        self.expected: tuple[ExpectedEffect, ...] | None = None
         self._serial = itertools.count(1)
-        #: The states engine, when the cases run on it.
-        self.engine: StatesEngine | None = None
-        #: The first disagreement between the states engine and a real kill, if any.
-        self.disagreement: str | None = None
-        #: What the engines of jobs 2, 3, ... did (``StatesEngine.statistics``).
-        self.jobs_statistics: list[dict[str, int]] = []
-        #: How many jobs ran the exhaustive phase (1: it ran one case at a time, or not at all).
-        self.jobs_used = 1
 
     def run(self, schedule: Schedule, phase: str, *, index: int | None = None) -> CaseResult:
         started = time.monotonic()
@@ -187,31 +180,29 @@ class _Explorer:
     def _case(self, schedule: Schedule, engine: StatesEngine | None) -> Ran:
         """Run one case on ``engine`` (``None``: the processes way); with a reference, also
         where the reference ends differently. Touches nothing shared: a job may call it."""
-        if engine is not None:
+        if engine is None:
+            result = self._real_kill(schedule)
+        else:
             result = engine.run(schedule, self.expected)
             if self.settings.engine == "compare":
-                real = run_case(
-                    self.scenario,
-                    schedule,
-                    base_dir=self.base_dir,
-                    name=f"case-{next(self._serial)}",
-                    expected=self.expected,
-                )
                 # The real kill's result stands; a disagreement fails the case.
+                real = self._real_kill(schedule)
                 disagreement = _disagreement(result, real)
                 result = real
                 if disagreement is not None:
                     result = dataclasses.replace(real, errors=(*real.errors, disagreement))
-        else:
-            result = run_case(
-                self.scenario,
-                schedule,
-                base_dir=self.base_dir,
-                name=f"case-{next(self._serial)}",
-                expected=self.expected,
-            )
         difference = self.compare(result) if self.reference is not None else None
         return result, difference
+
+    def _real_kill(self, schedule: Schedule) -> CaseResult:
+        """``schedule`` run the processes way: real kills, every process started for real."""
+        return run_case(
+            self.scenario,
+            schedule,
+            base_dir=self.base_dir,
+            name=f"case-{next(self._serial)}",
+            expected=self.expected,
+        )
 
     def _count(
         self,
@@ -653,14 +644,7 @@ def explore(
     progress.
     """
     started = time.monotonic()
-    explorer = _Explorer(
-        scenario,
-        settings,
-        base_dir=base_dir,
-        nodeid=nodeid,
-        reference=reference,
-        on_case=on_case,
-    )
+    explorer = _Explorer(scenario, settings, base_dir, nodeid, reference, on_case)
     try:
         with fork_server_for(scenario, reference):
             return _explore(explorer, scenario, settings, base_dir=base_dir, nodeid=nodeid)
