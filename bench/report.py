@@ -367,17 +367,29 @@ other worker of its interleaving held, the sleeps return at once: the same retri
 error, no wait. Exactness rests on "nothing can release the lock meanwhile", so the skipping
 needs all of: the harness has written a plan naming this process as the one running (next to
 the harness clock, never part of a crash state, removed before anyone is let go), every held
-worker has one thread and no child process (checked in `/proc` when the plan is written: a
-thread of its own could otherwise commit), and the running worker has one thread and no
-child. A wait that would take the skipped time past half the worker's timeout is slept for
-real, the part skipped too, so a worker that waits longer than its timeout times out as
-before. Agents in other languages and an SQLite linked into Python statically sleep as before;
-so does every wait outside an interleaving.
+worker cannot move, and neither can any thread of the running worker but the one waiting.
+"Cannot move" is read in `/proc` (when the plan is written for a held worker, at every sleep
+for the running one): no child process, and every other thread asleep in an untimed wait on a
+private futex, which only a thread of the same process can end (an idle pool thread, a
+queue's reader, a thread waiting for a future); a held worker's thread at its gate must be
+asleep reading its release. Each thread is read twice, its state and context switches before
+and after its system call, and every thread once before any is read again: a thread that ran
+in between, or was woken and waits for a CPU, shows a count or a state that changed, so at one
+instant every thread was asleep where it was read, and from then on none could wake another.
+A thread that runs, sleeps with a timeout (Python's `time.sleep`, a wait for the GIL) or waits
+on I/O makes every wait real. A wait that would take the skipped time past half the worker's
+timeout is slept for real, the part skipped too, so a worker that waits longer than its
+timeout times out as before. Agents in other languages and an SQLite linked into Python
+statically sleep as before; so does every wait outside an interleaving.
 
 Tests (`tests/process/test_busywait.py`): a held writer and a waiting writer get "database is
-locked" with the whole busy timeout skipped; with a second thread in either worker, without
-the harness clock, or with `PYTEST_CRASHPOINTS_REAL_BUSY_WAITS=1`, nothing is skipped; a wait
-longer than the worker's timeout still times out (each check fails with its condition removed).
+locked" with the whole busy timeout skipped, also with idle threads (a pool's, a queue's
+reader, an event's waiter) in either worker, or with the gate met in a pool thread while the
+main thread waits for its result; with a second thread that sleeps in either worker, without
+the harness clock, or with `PYTEST_CRASHPOINTS_REAL_BUSY_WAITS=1`, nothing is skipped; when a
+second thread of the held worker commits after a timed wait, the waiter gets the lock; a wait
+longer than the worker's timeout still times out (each check fails with its condition
+removed).
 Measured on this 2-core machine, 2026-12-02 (load about 1.5): every bundled scenario and broken
 agent (`pytest -p crashpoints scenarios -n 2 --crashpoints-seed=7`), once with
 `PYTEST_CRASHPOINTS_REAL_BUSY_WAITS=1` and once without: the same 1,064 schedules, fingerprints

@@ -25,7 +25,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
@@ -59,6 +59,24 @@ def _send(job: Mapping[str, Any], *, api_url: str, api_key: str) -> None:
     response.raise_for_status()
 
 
+def _record_send_mark(
+    conn: sqlite3.Connection, job: Mapping[str, Any], *, on_conflict: Literal["IGNORE", "REPLACE"],
+    api_url: str, api_key: str,
+) -> str:
+    """Record the job ``pending`` (``INSERT OR <on_conflict>``: a row the job has already is
+    kept as it is, or replaced), send its mail, then mark its row ``sent``. A crash between the
+    send and the mark leaves the row ``pending`` with the mail gone out."""
+    with conn:
+        conn.execute(
+            f"INSERT OR {on_conflict} INTO jobs VALUES (?, ?, ?, 'pending')",
+            (job["task_id"], job["recipient"], job["body"]),
+        )
+    _send(job, api_url=api_url, api_key=api_key)
+    with conn:
+        conn.execute("UPDATE jobs SET status = 'sent' WHERE id = ?", (job["task_id"],))
+    return "sent"
+
+
 def record_queued(job: Mapping[str, Any], *, db: str | Path) -> None:
     """What a producer does before it enqueues a job: record it ``queued`` (nothing if the job
     has a row already), so a job a queue loses before it starts can be found again."""
@@ -82,15 +100,9 @@ def handle_sends_then_marks(
         row = conn.execute("SELECT status FROM jobs WHERE id = ?", (job["task_id"],)).fetchone()
         if row is not None and row[0] == "sent":
             return "sent"  # done before: acknowledge the redelivery
-        with conn:
-            conn.execute(
-                "INSERT OR IGNORE INTO jobs VALUES (?, ?, ?, 'pending')",
-                (job["task_id"], job["recipient"], job["body"]),
-            )
-        _send(job, api_url=api_url, api_key=api_key)
-        with conn:
-            conn.execute("UPDATE jobs SET status = 'sent' WHERE id = ?", (job["task_id"],))
-        return "sent"
+        return _record_send_mark(
+            conn, job, on_conflict="IGNORE", api_url=api_url, api_key=api_key
+        )
     finally:
         conn.close()
 
@@ -110,14 +122,8 @@ def handle_parks_the_ambiguous(
             with conn:
                 conn.execute("UPDATE jobs SET status = 'review' WHERE id = ?", (job["task_id"],))
             return "review"
-        with conn:
-            conn.execute(
-                "INSERT OR REPLACE INTO jobs VALUES (?, ?, ?, 'pending')",
-                (job["task_id"], job["recipient"], job["body"]),
-            )
-        _send(job, api_url=api_url, api_key=api_key)
-        with conn:
-            conn.execute("UPDATE jobs SET status = 'sent' WHERE id = ?", (job["task_id"],))
-        return "sent"
+        return _record_send_mark(
+            conn, job, on_conflict="REPLACE", api_url=api_url, api_key=api_key
+        )
     finally:
         conn.close()

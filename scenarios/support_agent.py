@@ -19,13 +19,16 @@ recorded for the ticket stands, and the model is told so.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any, Literal
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 from openai import OpenAI
 
 from fake_providers import Script, call, say
 from pytest_crashpoints import Context, args_hash, guarded_call
+
+if TYPE_CHECKING:
+    from pytest_crashpoints import CrashpointsFixture, ExplorationReport
 
 KeyFrom = Literal["task", "call_id", "arguments"]
 
@@ -193,4 +196,24 @@ def support_script(*, reask_amount: int | None = None) -> Script:
             say("Refunded 15 EUR and told the customer."),
         ],
         on_reask=reasks,
+    )
+
+
+def run_the_ticket(
+    crashpoints: CrashpointsFixture,
+    worker: Callable[[Any, Context], object],
+    *,
+    recovery: Callable[[Context], object] | None = recover,
+    reask_amount: int | None = 2000,
+) -> ExplorationReport:
+    """The case every form of the agent runs: the ticket, the charge it is about (made before
+    each case), and a model that picks another amount when it is asked again (by default 2000
+    cents, where it first said 1500; ``None``: the same amount). ``recovery``: the reference
+    recovery unless told otherwise (``None``: no recovery)."""
+    return crashpoints.run(
+        worker=worker,
+        recover=recovery,
+        messages=[TICKET],
+        model=support_script(reask_amount=reask_amount),
+        setup=create_charge,
     )

@@ -19,40 +19,16 @@ import pytest
 
 pytest.importorskip("openai", reason="the openai SDK is an agents extra: pip install -e .[agents]")
 
-from scenarios.support_agent import (
-    TICKET,
-    create_charge,
-    handle_ticket,
-    recover,
-    support_script,
-)
+from scenarios.support_agent import handle_ticket, run_the_ticket
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-    from typing import Any
-
-    from pytest_crashpoints import Context, CrashpointsFixture
+    from pytest_crashpoints import CrashpointsFixture
 
 #: Every kill after the model chose a tool: restarted, the agent asks the model again.
 after_the_model_chose = pytest.mark.crashpoints(
     points=["model.tool_call"], providers=["model", "payments", "email"],
     mode="exhaustive", max_faults=1,
 )
-
-
-def run_the_ticket(
-    crashpoints: CrashpointsFixture, worker: Callable[[Any, Context], object]
-) -> None:
-    """The case both forms of the agent run: the ticket, the charge it is about (made before
-    each case), and a model that picks another amount when it is asked again (2000 cents,
-    where it first said 1500)."""
-    crashpoints.run(
-        worker=worker,
-        recover=recover,
-        messages=[TICKET],
-        model=support_script(reask_amount=2000),
-        setup=create_charge,
-    )
 
 
 @after_the_model_chose

@@ -231,6 +231,8 @@ class Channel(Protocol):
 
     def recv(self) -> Any: ...
 
+    def fileno(self) -> int: ...
+
 
 @dataclasses.dataclass
 class _Pending:
@@ -318,7 +320,10 @@ class _Armed:
 
     def _pause(self, gate: str, point: str, n: int) -> None:
         try:
-            self.channel.send(("paused", gate, point, n))
+            # The thread that waits here, and what it reads the release from: with them the
+            # harness can tell that this process cannot move (``_process/busywait.py``).
+            waiting = (threading.get_native_id(), self.channel.fileno())
+            self.channel.send(("paused", gate, point, n, waiting))
             while self.channel.recv() != ("release", gate):
                 pass
         except (EOFError, OSError):

@@ -15,10 +15,13 @@ monotonic time by which its waits must end. In the runner, SQLite's sleep (the `
 every registered VFS, patched in place by :func:`install`) returns at once, as if it had
 slept, when all of this holds:
 
-* the plan names this process, and this process has one thread and no child (nothing else of
-  its own could release a lock meanwhile);
-* every held process had one thread (the one at the gate) and no child when the plan was
-  written: a held worker cannot move, so neither can any lock it holds;
+* the plan names this process, and nothing else of this process can move (:func:`_frozen`):
+  no child, and every other thread asleep in an untimed wait on a private futex, which only
+  a thread of this process could end (an idle pool thread, a queue's reader);
+* every held process could not move when the plan was written: no child, its thread at the
+  gate asleep reading its release, every other thread asleep as above. A held worker cannot
+  move, so neither can any lock it holds (a signal handler that touches the database is the
+  one way around this, and nothing bundled has one);
 * the skipped time, added to the time that has passed, stays within half the worker's
   timeout. A wait that would go further is slept for real, the part already skipped too
   (:data:`_Skips.owed`), so that a worker that waits longer than its timeout still times
@@ -36,6 +39,7 @@ import contextlib
 import functools
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -58,6 +62,15 @@ class Running(Protocol):
 
     @property
     def timeout(self) -> float: ...
+
+
+class Held(Protocol):
+    """What the plan needs of a held worker (``handle.Worker`` has it)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    def waiting_thread(self, gate: str) -> tuple[int, int] | None: ...
 
 
 @functools.cache
@@ -201,7 +214,7 @@ def _skips(microseconds: int) -> bool:
             runner, until = file.read().split()
     except (OSError, ValueError):
         return False
-    if int(runner) != os.getpid() or not _frozen(os.getpid()):
+    if int(runner) != os.getpid() or not _frozen(os.getpid(), threading.get_native_id()):
         return False
     if time.monotonic() + (_Skips.owed + microseconds) / 1e6 > float(until):
         _Skips.real = True
@@ -211,26 +224,110 @@ def _skips(microseconds: int) -> bool:
     return True
 
 
-def _frozen(pid: int) -> bool:
-    """Whether process ``pid`` has one thread and no child (read from ``/proc``)."""
+#: Linux's system call numbers, by machine: ``read`` and ``futex``.
+_SYSCALLS = {"x86_64": (0, 202), "aarch64": (63, 98)}
+_FUTEX_PRIVATE_FLAG = 128
+_FUTEX_CMD_MASK = 127  # the operation without its private and realtime-clock flags
+_FUTEX_WAITS = (0, 9)  # FUTEX_WAIT, FUTEX_WAIT_BITSET
+
+
+def _frozen(pid: int, moving: int, reading: int | None = None) -> bool:
+    """Whether process ``pid`` cannot move by itself (read from ``/proc``): it has no child,
+    and every thread but ``moving`` sleeps in an untimed wait on a private futex, which only
+    a thread of the process could end. ``reading``: the descriptor ``moving`` (a held
+    worker's thread at its gate) must be asleep reading, the harness's release; ``None``:
+    ``moving`` is the caller's own thread. One thread alone is frozen: at a gate it can only
+    go on to read its release.
+
+    A thread is read twice, its state and context switches before and after its system call
+    (and every thread once before any is read again): a thread that ran in between, or was
+    woken and waits for a CPU, shows a count or a state that changed. So at one instant every
+    thread was asleep where it was read, and from then on none could wake another."""
     try:
-        threads = os.listdir(f"/proc/{pid}/task")
-        if threads != [str(pid)]:
+        threads = sorted(int(tid) for tid in os.listdir(f"/proc/{pid}/task"))
+        if any(_has_children(pid, tid) for tid in threads):
             return False
-        with open(f"/proc/{pid}/task/{pid}/children") as children:
-            return not children.read().strip()
-    except OSError:
+        if threads == [moving]:
+            return True
+        asleep = {tid for tid in threads if tid != moving or reading is not None}
+        if moving not in threads or not asleep:
+            return False
+        first = {tid: _sleeping(pid, tid, reading if tid == moving else None) for tid in asleep}
+        if None in first.values():
+            return False
+        again = {tid: _switches(pid, tid) for tid in asleep}
+        return again == first and sorted(int(t) for t in os.listdir(f"/proc/{pid}/task")) == threads
+    except (OSError, ValueError):
         return False
+
+
+def _has_children(pid: int, tid: int) -> bool:
+    with open(f"/proc/{pid}/task/{tid}/children") as children:
+        return bool(children.read().strip())
+
+
+def _switches(pid: int, tid: int) -> tuple[str, str] | None:
+    """The thread's context switches (voluntary, involuntary) if it is asleep, else None."""
+    fields = {}
+    with open(f"/proc/{pid}/task/{tid}/status") as status:
+        for line in status:
+            name, _, value = line.partition(":")
+            fields[name] = value.strip()
+    if not fields.get("State", "").startswith("S"):
+        return None
+    return fields["voluntary_ctxt_switches"], fields["nonvoluntary_ctxt_switches"]
+
+
+def _sleeping(pid: int, tid: int, reading: int | None) -> tuple[str, str] | None:
+    """The thread's context switches if it sleeps, before and after its system call is read,
+    in a wait only its own process can end: an untimed wait on a private futex, or (with
+    ``reading``) a read of that descriptor. Else None."""
+    numbers = _SYSCALLS.get(os.uname().machine)
+    before = _switches(pid, tid)
+    if numbers is None or before is None:
+        return None
+    with open(f"/proc/{pid}/task/{tid}/syscall") as file:
+        call = file.read().split()
+    if len(call) < 5 or not call[0].isdigit():
+        return None  # "running", or "-1": not in a system call
+    number, args = int(call[0]), [int(arg, 16) for arg in call[1:5]]
+    if reading is not None:
+        waits = number == numbers[0] and args[0] == reading
+    else:
+        op, timeout = args[1], args[3]
+        waits = (
+            number == numbers[1]
+            and op & _FUTEX_PRIVATE_FLAG != 0
+            and op & _FUTEX_CMD_MASK in _FUTEX_WAITS
+            and timeout == 0
+        )
+    return before if waits and _switches(pid, tid) == before else None
+
+
+def _held_still(worker: Held, gate: str) -> bool:
+    waiting = worker.waiting_thread(gate)
+    if waiting is None:
+        return False
+    thread, reading = waiting
+    # The thread at the gate reads its release right after it says it is there: give it a
+    # moment to get there (and the other threads to settle) before taking it as moving.
+    for pause in (0, 0.001, 0.004, 0.016):
+        time.sleep(pause)
+        if _frozen(worker.pid, thread, reading):
+            return True
+    return False
 
 
 @contextlib.contextmanager
 def running_alone(
-    clock_path: str | os.PathLike[str] | None, runner: Running, held: Sequence[Running]
+    clock_path: str | os.PathLike[str] | None,
+    runner: Running,
+    held: Sequence[tuple[Held, str]],
 ) -> Iterator[None]:
-    """While the block runs, ``runner`` runs and every worker in ``held`` stays held at a
+    """While the block runs, ``runner`` runs and every worker in ``held`` stays held at its
     gate: write the plan (when each held worker is frozen), remove it on the way out, before
     anyone is released."""
-    if clock_path is None or not all(_frozen(worker.pid) for worker in held):
+    if clock_path is None or not all(_held_still(worker, gate) for worker, gate in held):
         yield
         return
     path = plan_path(clock_path)

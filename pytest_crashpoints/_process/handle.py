@@ -137,7 +137,9 @@ class Worker:
         self._deadline = started + timeout
         #: Seconds the worker's processes waited for a CPU, as of the last deadline check.
         self._stalled = 0.0
-        self._paused: set[str] = set()
+        #: The gates the worker waits at, each with the thread waiting there and the
+        #: descriptor it reads the release from.
+        self._paused: dict[str, tuple[int, int]] = {}
         self._record: tuple[Any, ...] | None = None
         self._left_running: tuple[str, ...] = ()
         self._outcome: Outcome | None = None
@@ -163,6 +165,11 @@ class Worker:
     def paused_at(self) -> frozenset[str]:
         """The gates the worker reported it is waiting at (and was not released from yet)."""
         return frozenset(self._paused)
+
+    def waiting_thread(self, gate: str) -> tuple[int, int] | None:
+        """The thread waiting at ``gate`` (its id, ``threading.get_native_id()``) and the
+        descriptor it reads the release from; ``None`` if the worker is not paused there."""
+        return self._paused.get(gate)
 
     def wait(self) -> Outcome:
         """Block until the worker ends (or its timeout passes) and return its outcome.
@@ -236,7 +243,7 @@ class Worker:
                 gate=gate,
                 outcome=self._outcome,
             )
-        self._paused.discard(gate)
+        del self._paused[gate]
         self._conn.send(("release", gate))
 
     def kill(self) -> Outcome:
@@ -300,7 +307,7 @@ class Worker:
             self._conn = None
             return
         if message[0] == "paused":
-            self._paused.add(message[1])
+            self._paused[message[1]] = message[4]
         elif message[0] == "left":
             self._left_running = tuple(message[1])
         elif message[0] == "stopped":

@@ -69,9 +69,12 @@ def _gates(order: Sequence[Step], workers: int) -> tuple[list[str | None], list[
     return gates, faults
 
 
-def _held(workers: Sequence[Worker], held: Sequence[str | None], index: int) -> list[Worker]:
-    """The workers held at a gate, but worker ``index``."""
-    return [w for n, (w, gate) in enumerate(zip(workers, held, strict=True)) if gate and n != index]
+def _held(
+    workers: Sequence[Worker], held: Sequence[str | None], index: int
+) -> list[tuple[Worker, str]]:
+    """The workers held at a gate, each with its gate, but worker ``index``."""
+    pairs = enumerate(zip(workers, held, strict=True))
+    return [(w, gate) for n, (w, gate) in pairs if gate and n != index]
 
 
 def _alone(

@@ -3,9 +3,11 @@ could end is not slept out, and every other wait is."""
 
 from __future__ import annotations
 
+import queue
 import sqlite3
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -118,6 +120,88 @@ def test_a_second_thread_in_either_worker_makes_the_wait_real(
     holder, waiter = _run(db, clock, busy=0.5, **{who: True})
     assert _value(holder) == "committed"
     assert _value(waiter) == ("database is locked", 0.0)
+
+
+def _idle_threads() -> None:
+    """Threads that sleep until a thread of their process wakes them, as an agent's are: an
+    idle executor thread, a queue's reader, a condition's waiter."""
+    ThreadPoolExecutor(1).submit(lambda: None).result()
+    threading.Thread(target=queue.Queue().get, daemon=True).start()
+    threading.Thread(target=threading.Event().wait, daemon=True).start()
+
+
+def hold_with_idle_threads(db: Path) -> str:
+    _idle_threads()
+    return hold_the_lock(db)
+
+
+def wait_with_idle_threads(db: Path, busy_timeout: float) -> tuple:
+    _idle_threads()
+    return wait_for_the_lock(db, busy_timeout)
+
+
+def hold_in_a_pool_thread(db: Path) -> str:
+    """The gate is met in a thread of a pool while the main thread waits for its result (a
+    LangGraph worker runs its nodes so)."""
+    with ThreadPoolExecutor(2) as pool:
+        return pool.submit(hold_the_lock, db).result()
+
+
+def hold_and_commit_from_another_thread(db: Path) -> str:
+    """The lock is taken and, after a timed wait, committed by a second thread while the main
+    thread waits at the gate: the lock is released before the waiter's busy timeout runs out."""
+    conn = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("INSERT INTO t VALUES ('holder')")
+
+    def commit_soon() -> None:
+        threading.Event().wait(0.5)
+        conn.execute("COMMIT")
+
+    committer = threading.Thread(target=commit_soon)
+    committer.start()
+    crashpoint("held")
+    committer.join()
+    return "committed"
+
+
+@pytest.mark.parametrize(
+    ("holder", "waiter"),
+    [
+        (hold_with_idle_threads, wait_for_the_lock),
+        (hold_the_lock, wait_with_idle_threads),
+        (hold_in_a_pool_thread, wait_for_the_lock),
+    ],
+    ids=["holder-idle-threads", "waiter-idle-threads", "gate-in-a-pool-thread"],
+)
+def test_threads_asleep_until_their_own_process_wakes_them_do_not_count(
+    db: Path, clock: HarnessClock, holder, waiter
+) -> None:
+    """A thread asleep in an untimed wait on a private futex can be woken only by a thread of
+    its own process: in a held worker (its gate thread reads its release) or around the
+    runner's waiting thread, nothing can release the lock, and the wait is skipped."""
+    outcomes = run_interleaved(
+        [lambda: holder(db), lambda: waiter(db, 4.0)], ORDER, timeout=30, clock=clock
+    )
+    assert _value(outcomes[0]) == "committed"
+    error, skipped = _value(outcomes[1])
+    assert error == "database is locked"
+    assert 3.9 <= skipped <= 4.0
+
+
+def test_a_lock_released_by_another_thread_of_the_held_worker_is_waited_for(
+    db: Path, clock: HarnessClock
+) -> None:
+    """The held worker's second thread waits with a timeout, then commits: the waiter must get
+    the lock, as it does with every wait slept (skipped, it would fail "database is locked")."""
+    holder, waiter = run_interleaved(
+        [lambda: hold_and_commit_from_another_thread(db), lambda: wait_for_the_lock(db, 10.0)],
+        ORDER,
+        timeout=30,
+        clock=clock,
+    )
+    assert _value(holder) == "committed"
+    assert _value(waiter) == ("got the lock", 0.0)
 
 
 def test_a_wait_that_would_reach_the_timeout_is_slept_and_times_out(

@@ -462,17 +462,9 @@ class Advance:
         return f"advance the clock {self.seconds:g}s"
 
 
-Step: TypeAlias = (
-    Deliver
-    | ChangeAuthority
-    | LookupTimeouts
-    | LoseResponse
-    | Refuse
-    | DuplicateRequest
-    | SearchLag
-    | Recover
-    | Advance
-)
+#: The steps that switch a fault on in a provider (F and its kin).
+ProviderFault: TypeAlias = LookupTimeouts | LoseResponse | Refuse | DuplicateRequest | SearchLag
+Step: TypeAlias = Deliver | ChangeAuthority | ProviderFault | Recover | Advance
 _STEP_TYPES: dict[str, type[Any]] = {
     cls.__name__: cls
     for cls in (

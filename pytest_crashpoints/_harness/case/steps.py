@@ -41,32 +41,17 @@ from ..storage.agentfiles import (
 from ..storage.powerloss import lose_unsynced, lossy_databases, refusal
 from ..verdict.evidence import Incident, Observation
 from ..verdict.history import History
+from . import schedule
 from .bridge import CommandWorker, command_output
 from .context import CaseEnv, Context
 from .scenario import Recovery, Scenario, WorkerFn
-from .schedule import (
-    COMMIT_ERRORS,
-    Advance,
-    ChangeAuthority,
-    Deliver,
-    DuplicateRequest,
-    FailCommit,
-    KillAt,
-    LookupTimeouts,
-    LoseResponse,
-    Midway,
-    Recover,
-    Refuse,
-    SearchLag,
-    Step,
-    between_calls,
-)
+from .schedule import COMMIT_ERRORS, between_calls
 from .world import World
 
 if TYPE_CHECKING:
     from ..._process.handle import Worker
 
-    StandIn = Callable[[Callable[..., object], Sequence[object], KillAt | None], Outcome]
+    StandIn = Callable[[Callable[..., object], Sequence[object], schedule.KillAt | None], Outcome]
 
 __all__ = ["INCONCLUSIVE", "CaseRun", "deliver_entry", "fork_server_for", "recover_entry"]
 
@@ -163,7 +148,7 @@ class CaseRun:
         #: Per message: how often its first delivery marked A itself (not automatically).
         self.delivery_own_a: dict[int, int] = {}
         #: Per message: where its first delivery waited between two tool calls.
-        self.delivery_between: dict[int, tuple[KillAt, ...]] = {}
+        self.delivery_between: dict[int, tuple[schedule.KillAt, ...]] = {}
         self.delivery_lossy: dict[int, tuple[tuple[str, str], ...]] = {}
         #: During a concurrent delivery: (the held worker, the other, where it is held).
         self._held: tuple[str, str, str] | None = None
@@ -270,10 +255,10 @@ class CaseRun:
             else:
                 self.history.add(self.step, now, "note", text)
 
-    def _faults(self, kill: KillAt | None) -> list[Any]:
+    def _faults(self, kill: schedule.KillAt | None) -> list[Any]:
         return [] if kill is None else [Fault(kill.point, Kill(), hit=kill.hit)]
 
-    def _record(self, who: str, outcome: Outcome, kill: KillAt | None = None) -> None:
+    def _record(self, who: str, outcome: Outcome, kill: schedule.KillAt | None = None) -> None:
         self._settle(who)
         now = self.clock.now()
         for hit in getattr(outcome, "hits", ()):
@@ -373,7 +358,7 @@ class CaseRun:
         self,
         fn: Callable[..., object],
         args: Sequence[object],
-        kill: KillAt | None,
+        kill: schedule.KillAt | None,
         more: Sequence[Any] = (),
     ) -> Outcome:
         if self.stand_in is not None and not more:
@@ -403,10 +388,10 @@ class CaseRun:
     def deliver(
         self,
         index: int,
-        kill: KillAt | None,
+        kill: schedule.KillAt | None,
         *,
         again: bool = False,
-        fail_commit: FailCommit | None = None,
+        fail_commit: schedule.FailCommit | None = None,
         power_loss: bool = False,
         backup_restore: bool = False,
     ) -> None:
@@ -570,7 +555,7 @@ class CaseRun:
         self.history.add(self.step, self.clock.now(), "power", f"power lost: {said}", process=who)
         self.incidents.append(Incident(self.clock.now(), f"the power was lost ({said})"))
 
-    def deliver_midway(self, index: int, midway: Midway) -> None:
+    def deliver_midway(self, index: int, midway: schedule.Midway) -> None:
         """Deliver message ``index`` and, while its worker waits at the midway point,
         change its task's authority (E between two tool calls); then let it go on."""
 
@@ -620,7 +605,7 @@ class CaseRun:
         self._record(who, outcome)
 
     def deliver_concurrently(
-        self, index: int, pause_at: str, kill: KillAt | None, pause_hit: int = 1
+        self, index: int, pause_at: str, kill: schedule.KillAt | None, pause_hit: int = 1
     ) -> None:
         first, second = self._worker_id("worker"), self._worker_id("worker")
         message = self.scenario.messages[index]
@@ -678,7 +663,7 @@ class CaseRun:
         index: int,
         workers: tuple[str, str],
         ended: Completed | Killed | Raised,
-        kill: KillAt | None,
+        kill: schedule.KillAt | None,
         gate: str,
     ) -> None:
         """The first of two workers delivering message ``index`` at once ended (``ended``)
@@ -698,7 +683,7 @@ class CaseRun:
         self._acknowledge(index, [outcome])
         self._record(second, outcome)
 
-    def recover(self, kill: KillAt | None = None) -> Outcome | None:
+    def recover(self, kill: schedule.KillAt | None = None) -> Outcome | None:
         """Run recovery in a process of its own (nothing, if the agent has no recovery)."""
         if self.scenario.recover is None:
             return None
@@ -779,28 +764,26 @@ class CaseRun:
 
     # -- schedule steps ---------------------------------------------------------------------
 
-    def execute(self, step: Step) -> None:
+    def execute(self, step: schedule.Step) -> None:
         """Do what one schedule step says."""
-        if isinstance(step, Deliver):
+        if isinstance(step, schedule.Deliver):
             self._execute_delivery(step)
-        elif isinstance(step, ChangeAuthority):
+        elif isinstance(step, schedule.ChangeAuthority):
             self.change_authority(step.message, step.change)
-        elif isinstance(
-            step, LookupTimeouts | LoseResponse | Refuse | SearchLag | DuplicateRequest
-        ):
+        elif isinstance(step, schedule.ProviderFault):
             self._provider_fault(step)
-        elif isinstance(step, Recover):
+        elif isinstance(step, schedule.Recover):
             if step.racing:
                 self.recover_racing(step.pause_at)
             else:
                 self.recover(step.kill)
-        elif isinstance(step, Advance):
+        elif isinstance(step, schedule.Advance):
             self.clock.advance(step.seconds)
             self.history.add(self.step, self.clock.now(), "clock", str(step), seconds=step.seconds)
         else:  # pragma: no cover - the Step union is closed
             raise CrashpointsError(f"unknown schedule step {step!r}")
 
-    def _execute_delivery(self, step: Deliver) -> None:
+    def _execute_delivery(self, step: schedule.Deliver) -> None:
         if not 0 <= step.message < len(self.scenario.messages):
             raise CrashpointsError(
                 f"schedule step {step} names message {step.message}, but this test has "
@@ -827,9 +810,7 @@ class CaseRun:
                 self.clock.advance(1.0)
                 self.deliver(step.message, None)
 
-    def _provider_fault(
-        self, step: LookupTimeouts | LoseResponse | Refuse | SearchLag | DuplicateRequest
-    ) -> None:
+    def _provider_fault(self, step: schedule.ProviderFault) -> None:
         """F and its kin: switch a provider's fault on (the quiet phase lifts it; a lag stays,
         as an index stays slow)."""
         provider = self.world.providers.get(step.provider)
@@ -839,21 +820,21 @@ class CaseRun:
                 f"does not have ({', '.join(self.world.providers)})."
             )
         faults = provider.faults
-        if isinstance(step, LookupTimeouts):
+        if isinstance(step, schedule.LookupTimeouts):
             if step.variant == "timeout":
                 faults.lookup_timeouts(step.calls)
             else:
                 faults.server_errors(step.calls, on="lookups", status=500)
-        elif isinstance(step, LoseResponse):
+        elif isinstance(step, schedule.LoseResponse):
             faults.lose_responses(1, after=step.nth - 1, variant=step.variant)
-        elif isinstance(step, DuplicateRequest):
+        elif isinstance(step, schedule.DuplicateRequest):
             if not getattr(self.world.env.spec(step.provider), "has_sessions", False):
                 raise CrashpointsError(
                     f"schedule step {step} duplicates a request to {step.provider!r}, which is "
                     "not an MCP server (only an MCP server's requests are sent twice)."
                 )
             faults.duplicate_requests(1, after=step.nth - 1)
-        elif isinstance(step, Refuse):
+        elif isinstance(step, schedule.Refuse):
             if step.variant == "500":
                 faults.server_errors(1, on="writes", status=500, after=step.nth - 1)
             elif step.variant == "429":
