@@ -144,7 +144,7 @@ def main() -> None:
             figure=(
                 f"{wall * 1e3:.0f} ms in {processes} processes; a no-op worker costs "
                 f"{pinned * 1e3:.1f} ms ({(pinned - bare) * 1e3:.1f} ms of it pinning wall time; "
-                f"{profile['no-op worker pinned, cpu seconds'] * 1e3:.1f} ms of CPU)"
+                f"{pinned_cpu * 1e3:.1f} ms of CPU)"
             ),
             command="python -m bench.case_profile",
             details={"as shipped": profile},
