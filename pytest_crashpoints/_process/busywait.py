@@ -226,6 +226,12 @@ def _skips(microseconds: int) -> bool:
 
 #: Linux's system call numbers, by machine: ``read`` and ``futex``.
 _SYSCALLS = {"x86_64": (0, 202), "aarch64": (63, 98)}
+
+
+@functools.cache
+def _syscalls() -> tuple[int, int] | None:
+    """This machine's ``read`` and ``futex`` numbers (None: another machine, nothing frozen)."""
+    return _SYSCALLS.get(os.uname().machine)
 _FUTEX_PRIVATE_FLAG = 128
 _FUTEX_CMD_MASK = 127  # the operation without its private and realtime-clock flags
 _FUTEX_WAITS = (0, 9)  # FUTEX_WAIT, FUTEX_WAIT_BITSET
@@ -282,7 +288,7 @@ def _sleeping(pid: int, tid: int, reading: int | None) -> tuple[str, str] | None
     """The thread's context switches if it sleeps, before and after its system call is read,
     in a wait only its own process can end: an untimed wait on a private futex, or (with
     ``reading``) a read of that descriptor. Else None."""
-    numbers = _SYSCALLS.get(os.uname().machine)
+    numbers = _syscalls()
     before = _switches(pid, tid)
     if numbers is None or before is None:
         return None

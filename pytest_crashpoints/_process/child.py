@@ -33,7 +33,7 @@ __all__ = ["child_main"]
 def _die_with_parent(parent_pid: int) -> None:
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)
-    prctl.set_option(prctl.PR_SET_PDEATHSIG)
+    prctl.set_option(prctl.PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent_pid:
         # The parent died before the death signal was set: nobody would reap us.
         os.kill(os.getpid(), signal.SIGKILL)

@@ -10,7 +10,6 @@ before the fork.
 
 from __future__ import annotations
 
-import signal
 import sys
 from collections.abc import Callable
 
@@ -32,7 +31,7 @@ def load() -> Callable[..., int] | None:
     return _function
 
 
-def set_option(option: int, value: int = signal.SIGKILL) -> bool:
+def set_option(option: int, value: int) -> bool:
     """Set ``option`` to ``value`` for this process; whether it took (False off Linux)."""
     prctl = load()
     return prctl is not None and prctl(option, value, 0, 0, 0) == 0

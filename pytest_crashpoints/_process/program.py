@@ -60,7 +60,7 @@ def check_command(argv: object, *, what: str = "command") -> tuple[str, ...]:
 def _die_with_bridge(bridge: int) -> None:
     """Run in the program's process between fork and exec (the bridge has no other thread
     yet: nothing here can meet a lock held by one)."""
-    prctl.set_option(prctl.PR_SET_PDEATHSIG)  # loaded before the fork
+    prctl.set_option(prctl.PR_SET_PDEATHSIG, signal.SIGKILL)  # loaded before the fork
     if os.getppid() != bridge:  # the bridge died before the death signal was set
         os.kill(os.getpid(), signal.SIGKILL)
 
