@@ -52,10 +52,20 @@ PATIENCE = 30.0
 
 class QuickHeartbeatWorker(SimpleWorker):
     """RQ's ``SimpleWorker`` with a one-second heartbeat for the job it runs (RQ's own: the
-    job's timeout or its monitoring interval, plus 60 s)."""
+    job's timeout or its monitoring interval, plus 60 s), and no command channel."""
 
     def get_heartbeat_ttl(self, job: Job, working_time: float = 0.0) -> int:
         return 1
+
+    def subscribe(self) -> None:
+        """Not subscribed to RQ's command channel (``send_kill_horse_command`` and the like),
+        which nothing sends here. Its listener thread made a burst's end wait up to a minute:
+        redis-py's ``PubSubWorkerThread.stop()`` joins the thread with no timeout, and when
+        the thread reads the unsubscribe confirmation before ``stop()`` clears its running
+        flag, it goes back to wait 60 s (RQ's ``sleep_time``) for a subscription that never
+        comes. A busy machine makes that order likely (seen: an RQ case timed out at 60 s
+        beside the other queue scenarios; py-spy showed the main thread in ``stop()`` and the
+        listener in ``subscribed_event.wait``)."""
 
 
 def _ended(job: Job) -> str | None:
