@@ -282,6 +282,10 @@ def _counted(present: Sequence[tuple[int, Report]], runs: Sequence[Report]) -> R
             key: sum(int((test.get("model") or {}).get(key, 0)) for test in tests)
             for key in ("calls", "asked_again")
         },
+        "timeout_reruns": {
+            key: sum(int((test.get("timeout_reruns") or {}).get(key, 0)) for test in tests)
+            for key in ("cases", "finished")
+        },
     }
 
 

@@ -45,6 +45,14 @@ def summary_lines(results: Iterable[Mapping[str, Any]], *, seed: int | None) -> 
             f"model answers: {calls}, {again} of them to a question asked again (after a "
             "crash or a lost answer)"
         )
+    reruns = [r.get("timeout_reruns") or {} for r in results]
+    slow = sum(int(r.get("cases", 0)) for r in reruns)
+    if slow:
+        finished = sum(int(r.get("finished", 0)) for r in reruns)
+        lines.append(
+            f"cases run again after a process timed out (a longer deadline each time): {slow}, "
+            f"{finished} of them then finished in time"
+        )
     if violations:
         ordered = sorted(violations.items(), key=lambda item: invariant_key(item[0]))
         found = ", ".join(f"invariant {n}: {c} test(s)" for n, c in ordered)

@@ -659,13 +659,59 @@ def test_slow(crashpoints):
     )
     result, tests = run_reported(pytester)
     result.assert_outcomes(failed=1)
+    # Run again twice, with twice the deadline each time, before it counts as inconclusive.
     result.stdout.fnmatch_lines(
-        ["crashpoints: inconclusive: worker-1 timed out after *s (timeout 0.5s*) and was killed*"]
+        [
+            "crashpoints: inconclusive: worker-1 timed out after *s (timeout 2s*) and was killed*",
+            "cases run again after a process timed out (a longer deadline each time): 1, "
+            "0 of them then finished in time",
+        ]
     )
     assert "violation(s) of invariant(s)" not in result.stdout.str()
     [test] = tests.values()
     assert test["verdict"] == "error" and test["error_origin"] == "timeout"
     assert test["failure"]["invariants"] == []  # never an invariant violation
+    assert test["timeout_reruns"] == {"cases": 1, "finished": 0}
+
+
+def test_a_case_slow_only_once_is_run_again_and_gets_its_verdict(
+    pytester: pytest.Pytester,
+) -> None:
+    """A machine busy for a moment is no verdict: the case whose worker timed out runs
+    again, with a longer deadline, and its verdict is the one that counts."""
+    pytester.makepyfile(
+        SCENARIO
+        + """
+import pathlib
+import subprocess
+
+
+def slow_once_worker(message, ctx):
+    slowed = pathlib.Path(__file__).with_name("slowed")
+    if not slowed.exists():  # the first run of the first case only
+        slowed.touch()
+        subprocess.run(["sleep", "3"], check=True)  # a real wait past the timeout
+    return reference_worker(message, ctx)
+
+
+@pytest.mark.crashpoints(points="B", providers=["email"], mode="exhaustive", timeout=1)
+def test_slow_once(crashpoints):
+    crashpoints.run(worker=slow_once_worker, recover=reference_recovery, messages=[MESSAGE])
+"""
+    )
+    result, tests = run_reported(pytester)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "cases run again after a process timed out (a longer deadline each time): 1, "
+            "1 of them then finished in time",
+        ]
+    )
+    [test] = tests.values()
+    assert test["verdict"] == "passed"
+    assert test["timeout_reruns"] == {"cases": 1, "finished": 1}
+    report = json.loads((pytester.path / "crashpoints-report.json").read_text())
+    assert_follows_the_report_schema(report)
 
 
 def test_the_marker_engine_wins_over_the_session_option(pytester: pytest.Pytester) -> None:

@@ -91,6 +91,9 @@ class CaseResult:
     #: before (an agent that asks again after a crash or a lost answer).
     model_calls: int = 0
     model_reasks: int = 0
+    #: How many times the case was run again because a process of it timed out (each time
+    #: with a longer deadline): this result is the last run's.
+    timeout_reruns: int = 0
 
     @property
     def passed(self) -> bool:

@@ -87,6 +87,18 @@ class CrashSettings:
     shard: tuple[int, int] | None = None
 
 
+#: How many times a case whose process timed out is run again, each time with twice the
+#: deadline of the last (so a process that hangs costs seven times its timeout before the
+#: case counts as inconclusive). A busy machine makes processes slow, and a slow machine is
+#: never a verdict.
+TIMEOUT_RERUNS = 2
+
+
+def timed_out(result: CaseResult) -> bool:
+    """Whether a process of ``result``'s case timed out (the case is inconclusive)."""
+    return any(error.startswith(INCONCLUSIVE) for error in result.errors)
+
+
 #: With ``--crashpoints-jobs=auto``, one job more for every this many faulted schedules: a job
 #: starts a world of its own (run directory, servers, a recording of the deliveries), which
 #: two or three schedules do not win back (measured in docs/performance.md#jobs).
@@ -184,6 +196,12 @@ class _Explorer:
             result = self._real_kill(schedule)
         else:
             result = engine.run(schedule, self.expected)
+            if timed_out(result):
+                # Too slow here: the schedule again, the processes way, with more time.
+                result = self._patient(
+                    self.scenario, schedule, name=f"case-{next(self._serial)}",
+                    expected=self.expected, first=result,
+                )
             if self.settings.engine == "compare":
                 # The real kill's result stands; a disagreement fails the case.
                 real = self._real_kill(schedule)
@@ -196,13 +214,40 @@ class _Explorer:
 
     def _real_kill(self, schedule: Schedule) -> CaseResult:
         """``schedule`` run the processes way: real kills, every process started for real."""
-        return run_case(
-            self.scenario,
-            schedule,
-            base_dir=self.base_dir,
-            name=f"case-{next(self._serial)}",
-            expected=self.expected,
+        return self._patient(
+            self.scenario, schedule, name=f"case-{next(self._serial)}", expected=self.expected
         )
+
+    def _patient(
+        self,
+        scenario: Scenario,
+        schedule: Schedule,
+        *,
+        name: str,
+        expected: tuple[ExpectedEffect, ...] | None,
+        first: CaseResult | None = None,
+    ) -> CaseResult:
+        """``schedule`` the processes way (or ``first``, its result so far), run again while
+        a process of it timed out, with a deadline twice the last, at most
+        :data:`TIMEOUT_RERUNS` times: a slow machine is never a verdict. The result says how
+        many reruns it took (``timeout_reruns``)."""
+        result = first if first is not None else run_case(
+            scenario, schedule, base_dir=self.base_dir, name=name, expected=expected
+        )
+        timeout, reruns = scenario.timeout, 0
+        while timed_out(result) and reruns < TIMEOUT_RERUNS:
+            reruns += 1
+            timeout *= 2
+            result = run_case(
+                dataclasses.replace(scenario, timeout=timeout),
+                schedule,
+                base_dir=self.base_dir,
+                name=f"{name}-slow{reruns}",
+                expected=expected,
+            )
+        if not reruns:
+            return result
+        return dataclasses.replace(result, timeout_reruns=result.timeout_reruns + reruns)
 
     def _count(
         self,
@@ -292,8 +337,8 @@ class _Explorer:
         """Run the reference worker under the same schedule; where the ends differ, if they
         do."""
         assert self.reference is not None
-        theirs = run_case(
-            self.reference, result.schedule, base_dir=self.base_dir, name="reference"
+        theirs = self._patient(
+            self.reference, result.schedule, name="reference", expected=None
         ).outcomes
         if theirs == result.outcomes:
             return None
@@ -305,9 +350,10 @@ class _Explorer:
         }
 
     def fail(self, result: CaseResult) -> None:
-        if any(error.startswith(INCONCLUSIVE) for error in result.errors):
-            # A process timed out: running the schedule again (to confirm it, to check it is
-            # deterministic) would only wait out the timeout again, and prove nothing more.
+        if timed_out(result):
+            # A process timed out, with every longer deadline too: running the schedule again
+            # (to confirm it, to check it is deterministic) would only wait out the timeout
+            # again, and prove nothing more.
             self._report_failure(result, again=result, disagreement=None)
             return
         disagreement = None
@@ -315,23 +361,19 @@ class _Explorer:
             # Confirmed by a real kill: the schedule the processes way, in fresh processes.
             found, result = (
                 result,
-                run_case(
-                    self.scenario,
-                    result.schedule,
-                    base_dir=self.base_dir,
-                    name="confirm",
-                    expected=self.expected,
+                self._patient(
+                    self.scenario, result.schedule, name="confirm", expected=self.expected
                 ),
             )
-            disagreement = _disagreement(found, result)
+            if not timed_out(result):
+                disagreement = _disagreement(found, result)
         disagreement = disagreement or self.disagreement
-        again = run_case(
-            self.scenario,
-            result.schedule,
-            base_dir=self.base_dir,
-            name="rerun",
-            expected=self.expected,
+        again = self._patient(
+            self.scenario, result.schedule, name="rerun", expected=self.expected
         )
+        if timed_out(again):
+            # The check for determinism timed out: it says nothing either way.
+            again = result
         self._report_failure(result, again=again, disagreement=disagreement)
 
     def _report_failure(
@@ -381,7 +423,7 @@ class _Explorer:
         """What an incident's cases are measured against: the fault-free run of the same
         messages from an empty world (``incident.py``). It must pass too."""
         clean = dataclasses.replace(self.scenario, incident=None)
-        result = run_case(clean, base, base_dir=self.base_dir, name="baseline")
+        result = self._patient(clean, base, name="baseline", expected=None)
         if not result.passed:
             said = (
                 "the fault-free run of the messages from an empty world, the baseline an "

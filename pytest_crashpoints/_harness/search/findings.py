@@ -124,6 +124,10 @@ class ExplorationReport:
     planned: int = 0
     #: Wall time of the whole exploration, in seconds.
     seconds: float = 0.0
+    #: Cases run again because a process of theirs timed out (each with a longer deadline),
+    #: and how many of them then finished in time: a slow machine is never a verdict.
+    slow_cases: int = 0
+    slow_cases_finished: int = 0
 
     @property
     def unreached(self) -> list[str]:
@@ -178,6 +182,9 @@ class ExplorationReport:
             "schedules": [run.to_json() for run in self.schedules],
             "seconds": round(self.seconds, 3),
             "model": {"calls": self.model_calls, "asked_again": self.model_reasks},
+            "timeout_reruns": {
+                "cases": self.slow_cases, "finished": self.slow_cases_finished,
+            },
         }
 
     def count(
@@ -219,6 +226,9 @@ class ExplorationReport:
             self.recovered += 1
         self.model_calls += result.model_calls
         self.model_reasks += result.model_reasks
+        if result.timeout_reruns:
+            self.slow_cases += 1
+            self.slow_cases_finished += not any(e.startswith(INCONCLUSIVE) for e in result.errors)
 
 
 def render_failure(report: ExplorationReport) -> str:
