@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 
 __all__ = ["EffectRecord", "Journal", "RequestRecord"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _INHERITED: list[sqlite3.Connection] = []
 
@@ -61,7 +61,7 @@ CREATE TABLE IF NOT EXISTS requests(
     payload_hash TEXT, args_hash TEXT,
     status INTEGER, effect_applied INTEGER NOT NULL, object_id TEXT,
     aliases TEXT NOT NULL DEFAULT '[]', fault TEXT,
-    replayed INTEGER NOT NULL DEFAULT 0, mono_ns INTEGER);
+    replayed INTEGER NOT NULL DEFAULT 0, mono_ns INTEGER, world_limit TEXT);
 CREATE INDEX IF NOT EXISTS requests_operation_key ON requests(operation_key);
 CREATE INDEX IF NOT EXISTS requests_attempt ON requests(attempt_id);
 CREATE INDEX IF NOT EXISTS requests_label ON requests(label);
@@ -97,7 +97,9 @@ class RequestRecord:
     object the request created or read by id (empty for a refusal, a search, a list, or a
     request that names no object); see each provider for what they are. ``mono_ns`` is when
     the request was recorded on the machine's monotonic clock (the same for every process:
-    it orders requests to several providers within one harness second).
+    it orders requests to several providers within one harness second). ``world_limit`` says
+    what of the request the fake does not serve (a route, a method, a parameter, a media type
+    its description lacks), None for a request it serves: the simulated world ends there.
     """
 
     seq: int
@@ -124,6 +126,7 @@ class RequestRecord:
     fault: str | None
     replayed: bool
     mono_ns: int | None = None
+    world_limit: str | None = None
 
 
 @dataclass(frozen=True)

@@ -294,7 +294,7 @@ class Payments(Provider):
         if object_type == "refund":
             return self._refund(call, params, logical, base)
         allowed = _CHARGE_PARAMS if object_type == "charge" else _INTENT_PARAMS
-        unknown = self._unknown_parameter(params, allowed)
+        unknown = self._unknown_parameter(call, params, allowed)
         if unknown is not None:
             return self._with(base, unknown)
         for name in ("amount", "currency"):
@@ -342,13 +342,16 @@ class Payments(Provider):
         answer.headers["Content-Type"] = "application/json"
         return answer
 
-    def _unknown_parameter(self, params: dict[str, Any], allowed: frozenset[str]) -> Reply | None:
-        """Stripe's 400 for the first of ``params`` not ``allowed``; None when there is none."""
+    def _unknown_parameter(
+        self, call: Call, params: dict[str, Any], allowed: frozenset[str]
+    ) -> Reply | None:
+        """Stripe's 400 for the first of ``params`` not ``allowed``, a parameter this fake does
+        not serve (the world's limit); None when there is none."""
         for name in params:
             if name not in allowed:
-                return self.error(
-                    400, f"Received unknown parameter: {name}", code="parameter_unknown",
-                    param=name,
+                return self.unserved(
+                    f"{call.request.method} {call.request.url.path}: the parameter {name!r}",
+                    status=400, code="parameter_unknown",
                 )
         return None
 
@@ -358,7 +361,7 @@ class Payments(Provider):
         def invalid(message: str, param: str, code: str = "parameter_invalid") -> Reply:
             return self._with(base, self.error(400, message, code=code, param=param))
 
-        unknown = self._unknown_parameter(params, _REFUND_PARAMS)
+        unknown = self._unknown_parameter(call, params, _REFUND_PARAMS)
         if unknown is not None:
             return self._with(base, unknown)
         charge_id = params.get("charge")

@@ -128,6 +128,9 @@ class ResponseInfo:
     tool_calls: tuple[str, ...] = ()
     #: The answer is the protocol's own traffic (``Route.plumbing``), not an outcome.
     plumbing: bool = False
+    #: What of the request the fake does not serve (a route, a parameter, a media type its
+    #: description lacks), if anything: the simulated world ends there.
+    world_limit: str | None = None
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,8 @@ class Reply:
     replayed: bool = False
     #: The tools a model's answer calls (see ``ResponseInfo.tool_calls``).
     tool_calls: tuple[str, ...] = ()
+    #: What of the request the fake does not serve (see :meth:`Provider.unserved`), if any.
+    world_limit: str | None = None
     #: Runs inside the commit transaction, after the request row (gets the final headers).
     on_commit: Callable[[sqlite3.Connection, Reply], None] | None = None
 
@@ -362,6 +367,17 @@ class Provider:
         named: str | None = request.headers.get(TENANT_HEADER)
         return named
 
+    def unknown_route(self, request: httpx.Request) -> str:
+        """What :meth:`unserved` says of a request no route matches: no route for its method
+        and path, or, when the path has routes, not for this method."""
+        path = request.url.path
+        methods = sorted({r.method for r in self._routes if r.pattern.fullmatch(path)})
+        if methods:
+            return (
+                f"{request.method} {path}: this path is served for {', '.join(methods)} only"
+            )
+        return f"{request.method} {path}: no such route"
+
     def credential(self, request: httpx.Request) -> str | None:
         """The API key secret a request presents (Bearer, ``token`` or Basic user)."""
         header = request.headers.get("Authorization", "")
@@ -386,6 +402,21 @@ class Provider:
         """What the provider has to say about some of its requests, by request id, for a
         timeline (a model: the turn it answered). None by default."""
         return {}
+
+    def unserved(self, what: str, *, status: int = 404, code: str = "not_found") -> Reply:
+        """The answer to a request beyond what this fake serves (``what``: a route, a method, a
+        parameter or a media type its description lacks, in words). The client gets an error
+        in the provider's format (``status``: 404 for a route, 400 for a parameter or a body);
+        the journal records ``what`` as the request's ``world_limit``, and a crash test reports
+        the case as the world's limit, never as the agent's violation."""
+        reply = self.error(
+            status,
+            f"The fake {self.name} provider does not serve this request: {what}. (The "
+            "simulated world ends here; the crash test reports it as the world's limit.)",
+            code=code,
+        )
+        reply.world_limit = what
+        return reply
 
     def rate_limited(self, retry_after: float) -> Reply:
         reply = self.error(429, "Too many requests: retry later.", code="rate_limit")
@@ -541,10 +572,7 @@ class Provider:
         (404), no valid key (401), a key of another tenant or without the route's scope
         (403); ``None`` when it is admitted."""
         if route is None:
-            return self.error(
-                404, f"Unrecognized request URL ({request.method}: {request.url.path}).",
-                code="not_found",
-            )
+            return self.unserved(self.unknown_route(request))
         if key is None:
             return self.unauthorized(request)
         named = self.named_tenant(request, groups)
@@ -604,6 +632,7 @@ class Provider:
             "aliases": json.dumps(list(reply.aliases)),
             "fault": fault,
             "replayed": int(reply.replayed),
+            "world_limit": reply.world_limit,
             # Not the harness clock (frozen inside a worker): the machine's, which every
             # process shares, to order requests to several providers.
             "mono_ns": time.clock_gettime_ns(time.CLOCK_MONOTONIC),
@@ -678,6 +707,7 @@ class Provider:
             provider=self.name,
             tool_calls=reply.tool_calls,
             plumbing=bool(ctx.route is not None and ctx.route.plumbing),
+            world_limit=reply.world_limit,
         )
         return httpx.Response(
             reply.status, headers=reply.headers, content=reply.body, request=ctx.request,

@@ -674,6 +674,43 @@ def test_slow(crashpoints):
     assert test["timeout_reruns"] == {"cases": 1, "finished": 0}
 
 
+def test_a_request_beyond_the_simulated_world_is_an_error_of_origin_world(
+    pytester: pytest.Pytester,
+) -> None:
+    """The agent is never blamed for what the simulator cannot do, whatever the test
+    expected: the verdict is an error of origin ``world`` naming the request."""
+    pytester.makepyfile(
+        SCENARIO
+        + """
+def curious_worker(message, ctx):
+    with ctx.client("email", message["task_id"]) as client:
+        client.get("/v3/no_such_resources")
+    return reference_worker(message, ctx)
+
+
+@pytest.mark.crashpoints(points="B", providers=["email"], mode="exhaustive", expect=1)
+def test_beyond(crashpoints):
+    crashpoints.run(worker=curious_worker, recover=reference_recovery, messages=[MESSAGE])
+"""
+    )
+    result, tests = run_reported(pytester)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "crashpoints: the world's limit: the fake email provider does not serve what "
+            "worker-1 sent: GET /v3/no_such_resources: no such route*",
+            "ERROR in *test_beyond (world): the world's limit: *",
+        ]
+    )
+    assert "violation(s) of invariant(s)" not in result.stdout.str()
+    [test] = tests.values()
+    assert test["verdict"] == "error" and test["error_origin"] == "world"
+    assert test["failure"]["invariants"] == []
+    assert test["cases"] == 1  # the fault-free run stops there
+    report = json.loads((pytester.path / "crashpoints-report.json").read_text())
+    assert_follows_the_report_schema(report)
+
+
 def test_a_case_slow_only_once_is_run_again_and_gets_its_verdict(
     pytester: pytest.Pytester,
 ) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from fake_providers import ApiKey, Email, Payments, Provider, derive_key
+from fake_providers._journal import SCHEMA_VERSION
 from tests.conftest import ManualClock
 
 from .conftest import SIGNING_SECRET, Connect, auth, derived, issue_derived, send_write
@@ -214,7 +215,7 @@ def test_a_journal_of_another_schema_version_is_refused(
         conn.execute("UPDATE meta SET value='1' WHERE name='schema'")
     conn.close()
     with pytest.raises(ValueError, match="schema version 1, but this version of fake_providers "
-                                         "reads version 3"):
+                                         f"reads version {SCHEMA_VERSION}"):
         Payments(path, clock=clock)
     with pytest.raises(ValueError, match="journal of the 'payments' provider"):
         Email(path, clock=clock)

@@ -37,7 +37,7 @@ from .context import CaseEnv
 from .quiet import QUIET_ROUNDS, QUIET_STEP, killed_recovery_diff, needs_recovery, quiet, snapshot
 from .scenario import Scenario
 from .schedule import KillAt, Schedule
-from .steps import INCONCLUSIVE, CaseRun, fork_server_for
+from .steps import INCONCLUSIVE, WORLD_LIMIT, CaseRun, fork_server_for
 from .world import World
 
 if TYPE_CHECKING:
@@ -352,9 +352,43 @@ def _violations(
     if unreadable is not None:
         violations = (_unreadable(unreadable), *violations)
     run.errors += failed_checks
-    if any(error.startswith(INCONCLUSIVE) for error in run.errors):
-        violations = ()  # a process was cut short: what it left proves nothing either way
+    limit = _world_limit(evidence.requests)
+    if limit is not None:
+        # Before every other error: what follows from it (an agent that raised on the answer
+        # it got) is the simulator's doing too.
+        run.errors.insert(0, limit)
+    if any(error.startswith((INCONCLUSIVE, WORLD_LIMIT)) for error in run.errors):
+        # A process was cut short, or the agent reached past the simulated world: what the
+        # case left proves nothing either way.
+        violations = ()
     return violations
+
+
+def _world_limit(requests: Sequence[ProviderRequest]) -> str | None:
+    """The error of a case whose agent made a request a fake provider does not serve (the
+    first such request, with the way out), if it made one."""
+    from fake_providers import PROVIDERS
+
+    beyond = [r for r in requests if r.world_limit is not None]
+    if not beyond:
+        return None
+    first = beyond[0]
+    more = f" (and {len(beyond) - 1} more such request(s))" if len(beyond) > 1 else ""
+    who = f"{first.process} sent" if first.process else "a request was sent"
+    bundled = first.provider in PROVIDERS
+    way_out = (
+        "If the real service serves it, ask for it (the bundled fakes serve their services' "
+        "published API descriptions), or give the test a provider that describes it: "
+        "HttpApi(...) or openapi(...), docs/howto-own-provider.md"
+        if bundled
+        else "Describe it in the provider's HttpApi(...) routes or its OpenAPI document "
+        "(openapi(...)), docs/howto-own-provider.md"
+    )
+    return (
+        f"{WORLD_LIMIT}the fake {first.provider} provider does not serve what {who}: "
+        f"{first.world_limit}{more}. This case judges nothing of the agent: the simulated "
+        f"world ends here, and its verdict is an error of origin 'world'. {way_out}."
+    )
 
 
 def verdict(

@@ -53,7 +53,14 @@ if TYPE_CHECKING:
 
     StandIn = Callable[[Callable[..., object], Sequence[object], schedule.KillAt | None], Outcome]
 
-__all__ = ["INCONCLUSIVE", "CaseRun", "deliver_entry", "fork_server_for", "recover_entry"]
+__all__ = [
+    "INCONCLUSIVE",
+    "WORLD_LIMIT",
+    "CaseRun",
+    "deliver_entry",
+    "fork_server_for",
+    "recover_entry",
+]
 
 #: What a worker or recovery process raised when the harness was used in a way that keeps
 #: the code under test from running: reported as a harness error, never redelivered.
@@ -62,6 +69,11 @@ USAGE_ERROR = "pytest_crashpoints.errors.HarnessUsageError"
 #: How an error begins that makes a case inconclusive (a process timed out): its invariants
 #: are not checked, and the verdict names the slow process instead.
 INCONCLUSIVE = "inconclusive: "
+
+#: How an error begins that says a case reached beyond the simulated world (a request a fake
+#: provider does not serve): its invariants are not checked, and the verdict names the request
+#: and the way out, never a violation of the agent's.
+WORLD_LIMIT = "the world's limit: "
 
 #: The ``Retry-After`` of a 429 refusal, in seconds. A client reads it as real time and sleeps
 #: it out (the openai SDK does, twice with its default retries): it must cost little of a

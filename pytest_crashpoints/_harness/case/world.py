@@ -344,6 +344,7 @@ class World:
                         note=note,
                         body=bodies.get(record.request_id) if record.effect_applied else None,
                         fault=record.fault,
+                        world_limit=record.world_limit,
                     )
                 )
                 monotonic.append(record.mono_ns or 0)

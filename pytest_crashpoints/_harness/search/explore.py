@@ -36,7 +36,7 @@ from ...errors import CrashpointsError
 from ..case.runner import CaseResult, run_case
 from ..case.scenario import Scenario
 from ..case.schedule import COVERAGE_KINDS, KIND_LABELS, Deliver, Schedule
-from ..case.steps import INCONCLUSIVE, fork_server_for
+from ..case.steps import INCONCLUSIVE, WORLD_LIMIT, fork_server_for
 from ..verdict.evidence import ExpectedEffect
 from ..verdict.invariants import invariant_key
 from .engine import KEEP_BUDGET, StatesEngine, states_supported
@@ -350,10 +350,10 @@ class _Explorer:
         }
 
     def fail(self, result: CaseResult) -> None:
-        if timed_out(result):
-            # A process timed out, with every longer deadline too: running the schedule again
-            # (to confirm it, to check it is deterministic) would only wait out the timeout
-            # again, and prove nothing more.
+        if timed_out(result) or any(e.startswith(WORLD_LIMIT) for e in result.errors):
+            # A process timed out, with every longer deadline too, or the agent reached past
+            # the simulated world: running the schedule again (to confirm it, to check it is
+            # deterministic) would prove nothing more of the agent.
             self._report_failure(result, again=result, disagreement=None)
             return
         disagreement = None

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..case.runner import CaseResult
 from ..case.schedule import COVERAGE_KINDS, Schedule, fault_kinds
-from ..case.steps import INCONCLUSIVE
+from ..case.steps import INCONCLUSIVE, WORLD_LIMIT
 from ..verdict.invariants import INVARIANTS, invariant_key
 from ..verdict.printable import for_terminal
 
@@ -44,8 +44,27 @@ class Failure:
     def inconclusive(self) -> str | None:
         """Why the case proves nothing (a process timed out), if it does not: its first
         inconclusive error's first line."""
+        return self._first(INCONCLUSIVE)
+
+    @property
+    def world_limit(self) -> str | None:
+        """What the agent asked of the simulated world that it does not serve (a route of a
+        fake provider's), if anything: the error's first line. The case proves nothing of
+        the agent."""
+        return self._first(WORLD_LIMIT)
+
+    @property
+    def origin(self) -> str | None:
+        """Why the case is no verdict on the agent, as the JSON report's ``error_origin``
+        says it: ``"world"`` (the world's limit), ``"timeout"`` (inconclusive), or ``None``
+        (it is a verdict)."""
+        if self.world_limit is not None:
+            return "world"
+        return "timeout" if self.inconclusive is not None else None
+
+    def _first(self, prefix: str) -> str | None:
         for error in self.errors:
-            if error.startswith(INCONCLUSIVE):
+            if error.startswith(prefix):
                 return error.splitlines()[0]
         return None
 
@@ -149,13 +168,14 @@ class ExplorationReport:
         a process timed out)."""
         if self.failure is None:
             return "passed"
-        return "error" if self.failure.inconclusive else "failed"
+        return "error" if self.failure.origin is not None else "failed"
 
     def to_json(self) -> dict[str, Any]:
-        inconclusive = self.failure.inconclusive if self.failure is not None else None
         said = {}
-        if inconclusive is not None:
-            said = {"error": inconclusive, "error_origin": "timeout", "error_phase": "call"}
+        failure = self.failure
+        if failure is not None and failure.origin is not None:
+            error = failure.world_limit or failure.inconclusive
+            said = {"error": error, "error_origin": failure.origin, "error_phase": "call"}
         return {
             **said,
             "nodeid": self.nodeid,
@@ -279,6 +299,8 @@ def _heading(failure: Failure) -> str:
         )
         return f"crashpoints: {len(failure.violations)} violation(s) of invariant(s) {names}"
     firsts = [error.splitlines()[0] if error else "" for error in failure.errors]
+    if failure.world_limit:
+        return f"crashpoints: {failure.world_limit}"
     if failure.inconclusive:
         return f"crashpoints: {failure.inconclusive}"
     # Headed by the first error: what went wrong first (later ones often follow from it).

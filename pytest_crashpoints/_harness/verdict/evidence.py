@@ -78,6 +78,9 @@ class ProviderRequest:
     #: The fault injected into this request, if any (the journal's ``fault``:
     #: ``"response_lost"``, ``"server_error"``, ``"rate_limit"``, ``"write_timeout"``, ...).
     fault: str | None = dataclasses.field(default=None, compare=False, hash=False)
+    #: What of this request the fake provider does not serve (a route, a parameter, a media
+    #: type its description lacks), if anything: the world's limit, not the agent's doing.
+    world_limit: str | None = dataclasses.field(default=None, compare=False, hash=False)
 
     @property
     def logical_hash(self) -> str | None:

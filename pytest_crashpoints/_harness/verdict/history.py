@@ -229,6 +229,8 @@ class TimelineRow:
             shown = _fault_shown(request.fault)
             if shown:
                 text += f" [{shown}]"
+        if request.world_limit is not None:
+            text += f" [the world's limit: not served: {request.world_limit}]"
         return f"     {request.provider:<10} {request.request_id} {text}"
 
 
