@@ -37,12 +37,12 @@ from typing import Any
 
 import httpx
 
+from ._described.engine import DescribedProvider
 from ._exports import Exported, ExportError, listed
 from ._provider import (
     CORRELATION_HEADER,
     Call,
     EffectDraft,
-    Provider,
     Reply,
     Route,
     json_body,
@@ -107,20 +107,22 @@ def _str_dict(value: Any, field: str) -> dict[str, str]:
     return dict(value)
 
 
-class Email(Provider):
-    """The email provider: not idempotent, SendGrid-like. See the module docstring."""
+class Email(DescribedProvider):
+    """The email provider: not idempotent, SendGrid. See the module docstring."""
 
     name = "email"
     default_base_url = "https://email.crashpoints.test"
     request_id_prefix = "sg_req_"
+    description = "sendgrid"
+    style = "plain"
 
-    def routes(self) -> list[Route]:
+    def own_routes(self) -> list[Route]:
         return [
-            Route("POST", re.compile(r"/v3/mail/send"), "mail.send", "write", "email:write",
+            Route("POST", re.compile(r"/v3/mail/send/?"), "mail.send", "write", "email:write",
                   self._send),
-            Route("GET", re.compile(r"/v3/messages"), "messages.search", "lookup", "email:read",
-                  self._search, search=True),
-            Route("GET", re.compile(r"/v3/messages/(?P<msg_id>[^/]+)"), "messages.get",
+            Route("GET", re.compile(r"/v3/messages/?"), "messages.search", "lookup",
+                  "email:read", self._search, search=True),
+            Route("GET", re.compile(r"/v3/messages/(?P<msg_id>[^/]+)/?"), "messages.get",
                   "lookup", "email:read", self._get),
         ]
 

@@ -47,123 +47,57 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import httpx
 
-from ._exports import Exported, ExportError, listed
+from ._described.engine import DescribedProvider, Refused, operations
+from ._described.forms import parse_form
+from ._described.operations import Operation
+from ._exports import Exported, listed
 from ._idempotency import release as _release_key
 from ._idempotency import reserve as _reserve_key
 from ._idempotency import saver as _saver
-from ._provider import Call, EffectDraft, Provider, Reply, Route, json_body, payload_hash
+from ._provider import Call, EffectDraft, Reply, Route, json_body, payload_hash
+from ._stripe_exports import OWN_ID, stripe_object
+from ._stripe_states import DECLINING, act
 
 __all__ = ["Payments"]
 
-_CHARGE_PARAMS = frozenset(
-    {
-        "amount", "currency", "source", "customer", "description", "metadata", "capture",
-        "receipt_email", "statement_descriptor", "statement_descriptor_suffix",
-        "transfer_group", "on_behalf_of", "shipping", "application_fee_amount",
-        "transfer_data", "expand",
-    }
-)
-_INTENT_PARAMS = frozenset(
-    {
-        "amount", "currency", "customer", "description", "metadata", "payment_method",
-        "payment_method_types", "confirm", "capture_method", "confirmation_method",
-        "automatic_payment_methods", "off_session", "return_url", "receipt_email",
-        "setup_future_usage", "statement_descriptor", "statement_descriptor_suffix",
-        "on_behalf_of", "transfer_group", "shipping", "expand",
-    }
-)
-_REFUND_PARAMS = frozenset(
-    {"charge", "amount", "reason", "metadata", "instructions_email", "expand"}
-)
 _REFUND_REASONS = frozenset({"duplicate", "fraudulent", "requested_by_customer"})
-_DECLINING = frozenset({"tok_chargeDeclined", "pm_card_chargeDeclined"})
 _CLAUSE = re.compile(
     r"""\s*(?:metadata\[(?P<mq>['"])(?P<mkey>[^'"]+)(?P=mq)\]|(?P<field>[a-z_]+))"""
     r"""\s*:\s*(?:(?P<vq>['"])(?P<value>[^'"]*)(?P=vq)|(?P<number>-?\d+))\s*"""
 )
 
 
-def parse_form(text: str) -> dict[str, Any]:
-    """Stripe's form encoding to nested values: ``metadata[k]=v`` and ``expand[0]=x``.
-
-    Raises ValueError on a malformed body.
-    """
-    pairs = urllib.parse.parse_qsl(text, keep_blank_values=True, strict_parsing=bool(text))
-    root: dict[str, Any] = {}
-    for name, value in pairs:
-        head, _, rest = name.partition("[")
-        if not head:
-            raise ValueError(f"malformed parameter name {name!r}")
-        path = [head]
-        while rest:
-            inner, sep, rest = rest.partition("]")
-            if not sep:
-                raise ValueError(f"malformed parameter name {name!r}")
-            path.append(inner)
-            if rest and not rest.startswith("["):
-                raise ValueError(f"malformed parameter name {name!r}")
-            rest = rest[1:]
-        node = root
-        for i, part in enumerate(path[:-1]):
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise ValueError(f"parameter {'.'.join(path[: i + 1])} is both a value and a hash")
-            node = child
-        leaf = path[-1] if path[-1] != "" else str(len(node))
-        if isinstance(node.get(leaf), dict):
-            raise ValueError(f"parameter {name!r} is both a value and a hash")
-        node[leaf] = value
-    return _listify(root)
-
-
-def _listify(node: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in node.items():
-        if isinstance(v, dict):
-            v = _listify(v)
-            if v and all(key.isdigit() for key in v):
-                v = [v[key] for key in sorted(v, key=int)]
-        out[k] = v
-    return out
-
-
-class Payments(Provider):
-    """The payments provider: idempotent, Stripe-like. See the module docstring for the API."""
+class Payments(DescribedProvider):
+    """The payments provider: idempotent, Stripe. See the module docstring for the API."""
 
     name = "payments"
     default_base_url = "https://payments.crashpoints.test"
     request_id_header = "Request-Id"
+    description = "stripe"
+    style = "stripe"
+    idempotency_header = "Idempotency-Key"
 
-    def routes(self) -> list[Route]:
+    def own_routes(self) -> list[Route]:
         def r(method: str, path: str, op: str, kind: Any, scope: str, handler: Any,
               search: bool = False) -> Route:
             return Route(method, re.compile(path), op, kind, scope, handler, search)
 
         return [
-            r("POST", r"/v1/charges", "charges.create", "write", "payments:write",
+            r("POST", r"/v1/charges/?", "charges.create", "write", "payments:write",
               lambda c: self._create(c, "charge")),
-            r("GET", r"/v1/charges/search", "charges.search", "lookup", "payments:read",
+            r("GET", r"/v1/charges/search/?", "charges.search", "lookup", "payments:read",
               lambda c: self._search(c, "charge"), search=True),
-            r("GET", r"/v1/charges/(?P<id>[^/]+)", "charges.retrieve", "lookup",
-              "payments:read", lambda c: self._retrieve(c, "charge")),
-            r("POST", r"/v1/payment_intents", "payment_intents.create", "write",
+            r("POST", r"/v1/payment_intents/?", "payment_intents.create", "write",
               "payments:write", lambda c: self._create(c, "payment_intent")),
-            r("GET", r"/v1/payment_intents/search", "payment_intents.search", "lookup",
+            r("GET", r"/v1/payment_intents/search/?", "payment_intents.search", "lookup",
               "payments:read", lambda c: self._search(c, "payment_intent"), search=True),
-            r("GET", r"/v1/payment_intents/(?P<id>[^/]+)", "payment_intents.retrieve",
-              "lookup", "payments:read", lambda c: self._retrieve(c, "payment_intent")),
-            r("POST", r"/v1/refunds", "refunds.create", "write", "payments:write",
+            r("POST", r"/v1/refunds/?", "refunds.create", "write", "payments:write",
               lambda c: self._create(c, "refund")),
-            r("GET", r"/v1/refunds", "refunds.list", "lookup", "payments:read",
-              self._list_refunds),
-            r("GET", r"/v1/refunds/(?P<id>[^/]+)", "refunds.retrieve", "lookup",
-              "payments:read", lambda c: self._retrieve(c, "refund")),
         ]
 
     def error(
@@ -191,7 +125,7 @@ class Payments(Provider):
         Stripe's: add it where your request logs show the key that made it)."""
         if isinstance(data, dict) and data.get("format") is not None:
             return super().exported_objects(data, where=where)
-        out = [_stripe_object(item, f"{where}: object {index}")
+        out = [stripe_object(item, f"{where}: object {index}")
                for index, item in enumerate(listed(data, where=where))]
         # Oldest first, the order the fake would have made them in (Stripe lists newest
         # first: of two made in the same second, the later one is listed first).
@@ -201,7 +135,7 @@ class Payments(Provider):
         """Moves the request counter the fake's own ids come from (``ch_<24 digits>``) past
         the ids seeded, so a charge made after seeding never takes one (an export of a fake)."""
         taken = [int(m.group(1)) for obj in objects
-                 if (m := _OWN_ID.fullmatch(obj.object_id)) is not None]
+                 if (m := OWN_ID.fullmatch(obj.object_id)) is not None]
         if taken:
             conn.execute(
                 "INSERT INTO counters(name, value) VALUES ('request', ?) ON CONFLICT(name) "
@@ -293,8 +227,8 @@ class Payments(Provider):
     ) -> Reply:
         if object_type == "refund":
             return self._refund(call, params, logical, base)
-        allowed = _CHARGE_PARAMS if object_type == "charge" else _INTENT_PARAMS
-        unknown = self._unknown_parameter(call, params, allowed)
+        path = "/v1/charges" if object_type == "charge" else "/v1/payment_intents"
+        unknown = self._known(call, path, params)
         if unknown is not None:
             return self._with(base, unknown)
         for name in ("amount", "currency"):
@@ -337,23 +271,10 @@ class Payments(Provider):
             answer.status = 402
             answer.body = json_body({"error": error})
         else:
-            answer.body = json_body(obj)
+            answer.body = self._answer_of(call, path, object_type, obj)
             answer.effect = EffectDraft(object_type, object_id, obj)
         answer.headers["Content-Type"] = "application/json"
         return answer
-
-    def _unknown_parameter(
-        self, call: Call, params: dict[str, Any], allowed: frozenset[str]
-    ) -> Reply | None:
-        """Stripe's 400 for the first of ``params`` not ``allowed``, a parameter this fake does
-        not serve (the world's limit); None when there is none."""
-        for name in params:
-            if name not in allowed:
-                return self.unserved(
-                    f"{call.request.method} {call.request.url.path}: the parameter {name!r}",
-                    status=400, code="parameter_unknown",
-                )
-        return None
 
     def _refund(
         self, call: Call, params: dict[str, Any], logical: dict[str, Any], base: Reply
@@ -361,7 +282,7 @@ class Payments(Provider):
         def invalid(message: str, param: str, code: str = "parameter_invalid") -> Reply:
             return self._with(base, self.error(400, message, code=code, param=param))
 
-        unknown = self._unknown_parameter(call, params, _REFUND_PARAMS)
+        unknown = self._known(call, "/v1/refunds", params)
         if unknown is not None:
             return self._with(base, unknown)
         charge_id = params.get("charge")
@@ -406,7 +327,7 @@ class Payments(Provider):
             "status": "succeeded",
         }
         answer = self._with(base, Reply(200, object_id=refund_id, aliases=(refund_id,)))
-        answer.body = json_body(refund)
+        answer.body = self._answer_of(call, "/v1/refunds", "refund", refund)
         answer.effect = EffectDraft("refund", refund_id, refund)
         answer.headers["Content-Type"] = "application/json"
         return answer
@@ -416,42 +337,49 @@ class Payments(Provider):
             int(r["amount"]) for r in self.lookup_all(call, "refund") if r["charge"] == charge_id
         )
 
-    def _shown(self, call: Call, obj: dict[str, Any]) -> dict[str, Any]:
-        """A stored object as the API shows it now (a charge: with what was refunded)."""
-        if obj.get("object") != "charge":
+    def present(self, call: Call, object_type: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """A charge shows what was refunded of it, counted from its refunds."""
+        if object_type != "charge" or "amount" not in obj:
             return obj
         refunded = self._refunded(call, str(obj["id"]))
         return {**obj, "amount_refunded": refunded, "refunded": refunded >= obj["amount"]}
 
-    # -- lookups -------------------------------------------------------------------------------
+    def aliases(self, call: Call, obj: Mapping[str, Any], field: str) -> tuple[str, ...]:
+        """An object's id: the one name Stripe's answers give it."""
+        return (str(obj[field]),) if obj.get(field) else ()
 
-    def _list_refunds(self, call: Call) -> Reply:
-        charge = call.query.get("charge")
+    def act(self, call: Call, op: Operation, verb: str, obj: dict[str, Any],
+            body: dict[str, Any]) -> dict[str, Any]:
+        """A payment intent's confirm, capture and cancel as its status machine allows them;
+        a charge's capture; a refund's cancel."""
+        return act(op.object_type or "", verb, obj, body)
+
+    def search_predicate(self, op: Operation, call: Call, body: Any
+                         ) -> Callable[[Mapping[str, Any]], bool]:
+        """Stripe's search language: ``field:'value'`` and ``metadata['key']:'value'``
+        clauses joined by ``AND``."""
         try:
-            limit = int(call.query.get("limit", "10"))
-        except ValueError:
-            limit = 0
-        if not 1 <= limit <= 100:
-            return self.error(400, "limit must be between 1 and 100.", param="limit")
-        refunds = [r for r in self.lookup_all(call, "refund") if charge in (None, r["charge"])]
-        refunds.reverse()
-        body = {"object": "list", "url": "/v1/refunds", "has_more": len(refunds) > limit,
-                "data": refunds[:limit]}
-        return Reply(200, json_body(body), {"Content-Type": "application/json"})
+            clauses = _parse_query(str(call.query.get("query") or ""))
+        except ValueError as exc:
+            raise Refused(400, f"Invalid search query: {exc}.") from None
+        return lambda obj: _matches(dict(obj), clauses)
 
-    def _retrieve(self, call: Call, object_type: str) -> Reply:
-        object_id = call.groups["id"]
-        obj = self.lookup(call, object_type, object_id)
-        if obj is None:
-            noun = "payment_intent" if object_type == "payment_intent" else object_type
-            return self.error(
-                404, f"No such {noun}: '{object_id}'", code="resource_missing", param="id"
-            )
-        obj = self._shown(call, obj)
-        reply = Reply(200, json_body(obj), {"Content-Type": "application/json"})
-        reply.object_id = object_id
-        reply.aliases = (object_id,)
-        return reply
+    def _answer_of(self, call: Call, path: str, object_type: str, obj: dict[str, Any]) -> bytes:
+        """``obj`` as the answer of ``POST path`` documents it."""
+        op = next(o for o in operations(self.description)
+                  if o.method == "POST" and o.template == path)
+        return json_body(self.render(call, op.response, object_type, obj))
+
+    def _known(self, call: Call, path: str, params: Mapping[str, Any]) -> Reply | None:
+        """The world's limit for a parameter that ``POST path``'s description lacks."""
+        op = next(o for o in operations(self.description)
+                  if o.method == "POST" and o.template == path)
+        known = (op.body or {}).get("properties") or {}
+        for name in params:
+            if name not in known and name != "expand":
+                return self.unserved(f"POST {path}: the parameter {name!r}", status=400,
+                                     code="parameter_unknown")
+        return None
 
     def _search(self, call: Call, object_type: str) -> Reply:
         query = call.query.get("query")
@@ -467,7 +395,8 @@ class Payments(Provider):
         if not 1 <= limit <= 100:
             return self.error(400, "limit must be between 1 and 100.", param="limit")
         hits = [
-            self._shown(call, o) for o in self.visible(call, object_type) if _matches(o, clauses)
+            self.render(call, {'$ref': f'#/components/schemas/{object_type}'}, object_type, o)
+            for o in self.visible(call, object_type) if _matches(o, clauses)
         ]
         page = hits[offset : offset + limit]
         more = offset + limit < len(hits)
@@ -504,7 +433,7 @@ def _payment(
     declined = False
     if object_type == "charge":
         source = params.get("source", "tok_visa")
-        declined = source in _DECLINING
+        declined = source in DECLINING
         obj.update(
             amount_captured=0 if declined else amount,
             amount_refunded=0,
@@ -517,7 +446,7 @@ def _payment(
     else:
         method = params.get("payment_method")
         confirm = params.get("confirm") == "true"
-        declined = confirm and method in _DECLINING
+        declined = confirm and method in DECLINING
         status = (
             "requires_payment_method" if declined or method is None
             else "succeeded" if confirm else "requires_confirmation"
@@ -528,55 +457,6 @@ def _payment(
             amount_received=amount if status == "succeeded" else 0,
         )
     return obj, declined
-
-
-#: An id the fake made itself (``ch_``, ``pi_`` or ``re_`` and the request's number).
-_OWN_ID = re.compile(r"(?:ch|pi|re)_(\d{24})")
-_STRIPE_OPERATIONS = {
-    "charge": "charges.create",
-    "payment_intent": "payment_intents.create",
-    "refund": "refunds.create",
-}
-
-
-def _stripe_object(item: Any, where: str) -> Exported:
-    """One object of a Stripe export, as the fake stores it; raises ExportError."""
-    if not isinstance(item, dict):
-        raise ExportError(f"{where} is {type(item).__name__} JSON, not a Stripe object.")
-    kind, object_id = item.get("object"), item.get("id")
-    if kind not in _STRIPE_OPERATIONS or not isinstance(object_id, str) or not object_id:
-        raise ExportError(
-            f"{where} is not a charge, payment intent or refund (object={kind!r}, "
-            f"id={object_id!r}); export them as Stripe's API returns them, e.g. "
-            "`stripe charges list --limit 100 > charges.json`."
-        )
-    body = {k: v for k, v in item.items() if k != "idempotency_key"}
-    for name in ("amount", "currency"):
-        if name not in body:
-            raise ExportError(f"{where} ({object_id}) has no {name!r}.")
-    if not isinstance(body["amount"], int) or isinstance(body["amount"], bool):
-        raise ExportError(f"{where} ({object_id}): amount must be an integer, not "
-                          f"{body['amount']!r}.")
-    metadata = body.get("metadata") or {}
-    if not isinstance(metadata, dict):
-        raise ExportError(f"{where} ({object_id}): metadata must be an object.")
-    body["metadata"] = {str(k): str(v) for k, v in metadata.items()}
-    if kind == "refund":  # the charge refunded, by id (an expanded charge names its id)
-        charge = body.get("charge")
-        body["charge"] = charge.get("id") if isinstance(charge, dict) else charge
-        if not isinstance(body["charge"], str):
-            raise ExportError(f"{where} ({object_id}): a refund names its charge.")
-    created = body.get("created")
-    key = item.get("idempotency_key")
-    return Exported(
-        object_type=str(kind),
-        object_id=object_id,
-        operation=_STRIPE_OPERATIONS[str(kind)],
-        body=body,
-        created=float(created) if isinstance(created, (int, float)) else None,
-        idempotency_key=str(key) if key else None,
-        aliases=(object_id,),
-    )
 
 
 def _named_object(body: Any) -> str | None:

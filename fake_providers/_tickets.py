@@ -42,10 +42,11 @@ import re
 import shlex
 import sqlite3
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 
+from ._described.engine import DescribedProvider, Refused, public
 from ._email import exported_time, iso_time
 from ._exports import Exported, ExportError, listed
 from ._journal import next_counter
@@ -53,7 +54,6 @@ from ._provider import (
     CORRELATION_HEADER,
     Call,
     EffectDraft,
-    Provider,
     Reply,
     Route,
     json_body,
@@ -76,27 +76,76 @@ def _stable_id(text: str) -> int:
     return int(hashlib.sha256(text.encode("utf-8")).hexdigest()[:8], 16)
 
 
-class Tickets(Provider):
-    """The tickets provider: not idempotent, GitHub-like. See the module docstring."""
+class Tickets(DescribedProvider):
+    """The tickets provider: not idempotent, GitHub. See the module docstring."""
 
     name = "tickets"
     default_base_url = "https://tickets.crashpoints.test"
     request_id_header = "X-GitHub-Request-Id"
     request_id_prefix = "gh_req_"
+    description = "github"
+    style = "github"
+    searched: ClassVar[Mapping[str, str]] = {"issue-search-result-item": "issue"}
 
-    def routes(self) -> list[Route]:
+    def own_routes(self) -> list[Route]:
         repo = r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)"
         return [
-            Route("GET", re.compile(repo), "repos.get", "read", "tickets:read", self._repo),
-            Route("POST", re.compile(repo + "/issues"), "issues.create", "write",
+            Route("GET", re.compile(repo + "/?"), "repos.get", "read", "tickets:read",
+                  self._repo),
+            Route("POST", re.compile(repo + "/issues/?"), "issues.create", "write",
                   "tickets:write", self._create),
-            Route("GET", re.compile(repo + r"/issues/(?P<number>\d+)"), "issues.get",
+            Route("GET", re.compile(repo + r"/issues/(?P<number>\d+)/?"), "issues.get",
                   "lookup", "tickets:read", self._get),
-            Route("GET", re.compile(repo + "/issues"), "issues.list", "lookup",
+            Route("GET", re.compile(repo + "/issues/?"), "issues.list", "lookup",
                   "tickets:read", self._list),
-            Route("GET", re.compile(r"/search/issues"), "issues.search", "lookup",
+            Route("GET", re.compile(r"/search/issues/?"), "issues.search", "lookup",
                   "tickets:read", self._search, search=True),
         ]
+
+    def placement(self, obj: Mapping[str, Any]) -> Mapping[str, Any]:
+        """An issue is placed in its repository (its ``repo``: ``owner/name``)."""
+        if isinstance(obj.get("repo"), str) and "/" in obj["repo"]:
+            owner, _, name = obj["repo"].partition("/")
+            return {"owner": owner, "repo": name}
+        return super().placement(obj)
+
+    def present(self, call: Call, object_type: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """An issue with its links, labels, author and count of comments, as GitHub shows
+        it."""
+        if object_type != "issue" or "repo" not in obj:
+            return obj
+        rendered = self._render(call.origin, obj)
+        place = self.placement(obj)
+        rendered["comments"] = sum(
+            1 for c in self.objects(call, "issue-comment")
+            if dict(self.placement(c)) == {**place, "issue_number": str(obj["number"])}
+        )
+        return rendered
+
+    def revise(self, call: Call, object_type: str, before: Mapping[str, Any],
+               after: dict[str, Any]) -> dict[str, Any]:
+        """An issue closed gets its ``closed_at`` (reopened: none); labels are kept by name;
+        any change moves ``updated_at``."""
+        if object_type != "issue":
+            return after
+        if "labels" in after and isinstance(after["labels"], list):
+            try:
+                after["labels"] = _label_names(after["labels"])
+            except _BadLabel as exc:
+                raise Refused(422, "Validation Failed", code="invalid") from exc
+        if after.get("state") == "closed" and before.get("state") != "closed":
+            after["closed_at"] = iso_time(call.now)
+        elif after.get("state") == "open":
+            after["closed_at"] = None
+        if public(after) != public(before):
+            after["updated_at"] = iso_time(call.now)
+        return after
+
+    def next_number(self, call: Call, values: Mapping[str, str]) -> int:
+        """Issues and pull requests share a repository's numbers, as on GitHub."""
+        full = f"{values.get('owner')}/{values.get('repo')}"
+        with self.journal.transaction() as conn:
+            return next_counter(conn, f"issues:{full}")
 
     def error(self, status: int, message: str, *, code: str | None = None,
               field: str | None = None) -> Reply:
