@@ -128,7 +128,7 @@ class Email(DescribedProvider):
 
     def error(self, status: int, message: str, *, code: str | None = None,
               field: str | None = None) -> Reply:
-        body = {"errors": [{"message": message, "field": field, "help": None}]}
+        body = {"errors": [{"message": message, "field": field}]}
         return Reply(status, json_body(body), {"Content-Type": "application/json"})
 
     def named_tenant(self, request: httpx.Request, groups: Any) -> str | None:
@@ -259,7 +259,7 @@ class Email(DescribedProvider):
 
     def _get(self, call: Call) -> Reply:
         msg_id = call.groups["msg_id"]
-        message = self.lookup(call, "message", msg_id)
+        message = self.current(call, "message", msg_id)
         if message is None:
             return self.error(404, f"message {msg_id!r} not found", field="msg_id")
         reply = Reply(200, json_body(_details(message)), {"Content-Type": "application/json"})
@@ -276,7 +276,7 @@ class Email(DescribedProvider):
             return self.error(400, f"invalid query {query!r}: {exc}", field="query")
         if not 1 <= limit <= 1000:
             return self.error(400, "limit must be between 1 and 1000", field="limit")
-        hits = [m for m in self.visible(call, "message") if _matches(m, clauses)][:limit]
+        hits = [m for m in self.objects(call, "message", lags=True) if _matches(m, clauses)][:limit]
         body = {"messages": [_summary(m) for m in hits]}
         return Reply(200, json_body(body), {"Content-Type": "application/json"})
 

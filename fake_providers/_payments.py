@@ -81,6 +81,7 @@ class Payments(DescribedProvider):
     description = "stripe"
     style = "stripe"
     idempotency_header = "Idempotency-Key"
+    actions_once = True
 
     def own_routes(self) -> list[Route]:
         def r(method: str, path: str, op: str, kind: Any, scope: str, handler: Any,
@@ -288,7 +289,7 @@ class Payments(DescribedProvider):
         charge_id = params.get("charge")
         if not isinstance(charge_id, str) or not charge_id:
             return invalid("Missing required param: charge.", "charge", "parameter_missing")
-        charge = self.lookup(call, "charge", charge_id)
+        charge = self.current(call, "charge", charge_id)
         if charge is None:
             return self._with(base, self.error(
                 404, f"No such charge: '{charge_id}'", code="resource_missing", param="charge"
@@ -334,7 +335,8 @@ class Payments(DescribedProvider):
 
     def _refunded(self, call: Call, charge_id: str) -> int:
         return sum(
-            int(r["amount"]) for r in self.lookup_all(call, "refund") if r["charge"] == charge_id
+            int(r.get("amount") or 0) for r in self.objects(call, "refund")
+            if r.get("charge") == charge_id and r.get("status") != "canceled"
         )
 
     def present(self, call: Call, object_type: str, obj: dict[str, Any]) -> dict[str, Any]:
@@ -396,7 +398,7 @@ class Payments(DescribedProvider):
             return self.error(400, "limit must be between 1 and 100.", param="limit")
         hits = [
             self.render(call, {'$ref': f'#/components/schemas/{object_type}'}, object_type, o)
-            for o in self.visible(call, object_type) if _matches(o, clauses)
+            for o in self.objects(call, object_type, lags=True) if _matches(o, clauses)
         ]
         page = hits[offset : offset + limit]
         more = offset + limit < len(hits)

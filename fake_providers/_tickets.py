@@ -63,6 +63,11 @@ from ._provider import (
 
 __all__ = ["Tickets"]
 
+#: The schemas of GitHub's description that the hand-written answers are shaped by.
+_ISSUE = {"$ref": "#/components/schemas/issue"}
+_FOUND = {"$ref": "#/components/schemas/issue-search-result-item"}
+_REPOSITORY = {"$ref": "#/components/schemas/full-repository"}
+
 _DOCS = "https://docs.github.com/rest"
 _MARKER = re.compile(r"^\s*(crashpoints_args_hash|crashpoints_correlation_id):\s*(\S+)\s*$", re.M)
 _ALLOWED = frozenset({"title", "body", "labels", "assignees", "assignee", "milestone", "type"})
@@ -85,6 +90,7 @@ class Tickets(DescribedProvider):
     request_id_prefix = "gh_req_"
     description = "github"
     style = "github"
+    invalid_status = 422
     searched: ClassVar[Mapping[str, str]] = {"issue-search-result-item": "issue"}
 
     def own_routes(self) -> list[Route]:
@@ -116,7 +122,8 @@ class Tickets(DescribedProvider):
             return obj
         rendered = self._render(call.origin, obj)
         place = self.placement(obj)
-        rendered["comments"] = sum(
+        # The comments it came with (an issue exported from production), and those made here.
+        rendered["comments"] = int(obj.get("comments") or 0) + sum(
             1 for c in self.objects(call, "issue-comment")
             if dict(self.placement(c)) == {**place, "issue_number": str(obj["number"])}
         )
@@ -300,7 +307,8 @@ class Tickets(DescribedProvider):
     # -- handlers ------------------------------------------------------------------------------
 
     def _repo(self, call: Call) -> Reply:
-        body = self._repo_json(call.origin, call.groups["owner"], call.groups["repo"])
+        body = self.render(call, _REPOSITORY, "full-repository",
+                           self._repo_json(call.origin, call.groups["owner"], call.groups["repo"]))
         return Reply(200, json_body(body), {"Content-Type": "application/json; charset=utf-8"})
 
     def _create(self, call: Call) -> Reply:
@@ -358,7 +366,7 @@ class Tickets(DescribedProvider):
             "labels": names,
         }
         object_id = f"{full}#{number}"
-        rendered = self._render(call.origin, issue)
+        rendered = self.render(call, _ISSUE, "issue", issue)
         return Reply(
             201,
             json_body(rendered),
@@ -378,10 +386,10 @@ class Tickets(DescribedProvider):
     def _get(self, call: Call) -> Reply:
         full = f"{call.groups['owner']}/{call.groups['repo']}"
         object_id = f"{full}#{int(call.groups['number'])}"
-        issue = self.lookup(call, "issue", object_id)
+        issue = self.current(call, "issue", object_id)
         if issue is None:
             return self.error(404, "Not Found")
-        rendered = self._render(call.origin, issue)
+        rendered = self.render(call, _ISSUE, "issue", issue)
         reply = Reply(200, json_body(rendered),
                       {"Content-Type": "application/json; charset=utf-8"})
         reply.object_id = object_id
@@ -395,13 +403,13 @@ class Tickets(DescribedProvider):
             return self.error(400, "Validation Failed", code="invalid", field="state")
         wanted = [x for x in call.query.get("labels", "").split(",") if x]
         issues = [
-            i for i in self.lookup_all(call, "issue")
-            if i["repo"] == full
+            i for i in self.objects(call, "issue")
+            if i.get("repo") == full
             and (state == "all" or i["state"] == state)
             and all(label in i["labels"] for label in wanted)
         ]
         issues.reverse()  # newest first, as GitHub lists them
-        body = [self._render(call.origin, i) for i in issues[:100]]
+        body = [self.render(call, _ISSUE, "issue", i) for i in issues[:100]]
         return Reply(200, json_body(body), {"Content-Type": "application/json; charset=utf-8"})
 
     def _search(self, call: Call) -> Reply:
@@ -432,15 +440,16 @@ class Tickets(DescribedProvider):
                 return self.error(400, f"Validation Failed: unsupported qualifier {term!r}",
                                   code="invalid", field="q")
         hits = [
-            i for i in self.visible(call, "issue")
-            if all(label in i["labels"] for label in labels)
+            i for i in self.objects(call, "issue", lags=True)
+            if "repo" in i and all(label in i["labels"] for label in labels)
             and (not repos or i["repo"] in repos)
             and (state is None or i["state"] == state)
             and all(w in f"{i['title']}\n{i['body'] or ''}".lower() for w in words)
         ]
         hits.reverse()
-        items = [{**self._render(call.origin, i), "score": 1.0} for i in hits[:100]]
-        body = {"total_count": len(hits), "incomplete_results": False, "items": items}
+        items = [self.render(call, _FOUND, "issue", {**i, "score": 1.0}) for i in hits[:100]]
+        body = self.documented("GET", "/search/issues", {
+            "total_count": len(hits), "incomplete_results": False, "items": items})
         return Reply(200, json_body(body), {"Content-Type": "application/json; charset=utf-8"})
 
 

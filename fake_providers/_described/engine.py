@@ -26,6 +26,7 @@ With ``idempotency_header``, every write honours it as Stripe does (``_idempoten
 
 from __future__ import annotations
 
+import datetime as _dt
 import functools
 import json
 import re
@@ -49,7 +50,7 @@ from .._provider import (
 from .forms import parse_form
 from .listing import PAGING, ListError, Page, Style, filters, matches, paged
 from .operations import Document, Operation
-from .shapes import instance, shaped
+from .shapes import coerce, instance, shaped
 
 __all__ = ["DescribedProvider", "document", "operations"]
 
@@ -102,6 +103,11 @@ class DescribedProvider(Provider):
     idempotency_header: ClassVar[str | None] = None
     #: A search's result type, and the type of the objects it searches.
     searched: ClassVar[Mapping[str, str]] = {}
+    #: The status of a request the service finds invalid (a field missing): GitHub's 422.
+    invalid_status: ClassVar[int] = 400
+    #: Whether an action is a state change made once (Stripe's ``confirm``), or a change
+    #: that may be made again (GitHub's adding assignees to an issue: a set).
+    actions_once: ClassVar[bool] = False
 
     # -- what a subclass writes by hand ---------------------------------------------------
 
@@ -142,9 +148,15 @@ class DescribedProvider(Provider):
             with self.journal.transaction() as conn:
                 return 1000 + next_counter(conn, f"ids:{object_type}")
         schema = self._schema(object_type)
+        declared = document(self.description).resolve(
+            (schema.get("properties") or {}).get("id") or {})
+        if declared.get("format") == "uuid" or declared.get("minLength") == 36:
+            return f"00000000-0000-4000-8000-{call.seq:012d}"  # a UUID, as the schema says
         prefix = schema.get("x-crashpoints-id-prefix") or re.sub(
             r"[^a-z0-9]+", "_", object_type.lower().rsplit("/", 1)[-1]).strip("_")[:12]
-        return f"{prefix}_{call.seq:024d}"
+        made = f"{prefix}_{call.seq:024d}"
+        longest = declared.get("maxLength")
+        return made if not isinstance(longest, int) else made[-longest:].lstrip("_0") or made
 
     # -- routes ------------------------------------------------------------------------------
 
@@ -189,11 +201,22 @@ class DescribedProvider(Provider):
                     status=exc.status, code=exc.code,
                 )
             except Refused as exc:
-                return self.error(exc.status, str(exc), code=exc.code)
+                return self._documented_error(op, self.error(exc.status, str(exc), code=exc.code))
             except ListError as exc:
-                return self.error(400, str(exc), code="parameter_invalid")
+                refused = self.error(400, str(exc), code="parameter_invalid")
+                return self._documented_error(op, refused)
 
         return handle
+
+    def _documented_error(self, op: Operation, reply: Reply) -> Reply:
+        """An error answer in the shape ``op`` documents for its status, where it documents
+        one (SendGrid's errors differ from one operation to the next)."""
+        schema = op.errors.get(reply.status)
+        if schema is None or not reply.body:
+            return reply
+        body = shaped(document(self.description), schema, json.loads(reply.body))
+        reply.body = json_body(body)
+        return reply
 
     # -- one request -------------------------------------------------------------------------
 
@@ -201,6 +224,11 @@ class DescribedProvider(Provider):
         values = op.path_values(call.request.url.path) or {}
         query = self._query(op, call)
         body = self._body(op, call) if op.method != "GET" else {}
+        if op.object_type and body and op.kind != "search":
+            # Form fields are strings: stored in the types the object's schema gives them.
+            schema = self._schema(op.object_type)
+            if schema:
+                body = coerce(document(self.description), schema, body)
         kind = op.kind
         if kind == "retrieve":
             return self._serve_retrieve(op, call, values)
@@ -218,7 +246,9 @@ class DescribedProvider(Provider):
             "delete": lambda: self._serve_delete(op, call, values),
             "action": lambda: self._serve_action(op, call, values, body),
         }
-        write = writers.get(kind, lambda: self._serve_write(op, call, body))
+        if kind == "action" and not self.actions_once:
+            del writers["action"]
+        write = writers.get(kind, lambda: self._serve_write(op, call, values, body))
         return self._keyed(call, phash, write)
 
     def _query(self, op: Operation, call: Call) -> list[tuple[str, str]]:
@@ -229,7 +259,7 @@ class DescribedProvider(Provider):
                 raise Beyond(f"the query parameter {base!r}")
         missing = sorted(op.required_query - {n.split("[", 1)[0] for n, _ in pairs})
         if missing:
-            raise Refused(400, f"Missing required parameter: {missing[0]}.",
+            raise Refused(self.invalid_status, f"Missing required parameter: {missing[0]}.",
                           code="parameter_missing")
         return pairs
 
@@ -266,7 +296,8 @@ class DescribedProvider(Provider):
                     raise Beyond(f"the body field {name!r}")
         for name in schema.get("required") or ():
             if data.get(name) in (None, ""):
-                raise Refused(400, f"Missing required param: {name}.", code="parameter_missing")
+                raise Refused(self.invalid_status, f"Missing required param: {name}.",
+                              code="parameter_missing")
         data.pop("expand", None)
         return data
 
@@ -291,9 +322,9 @@ class DescribedProvider(Provider):
                 return "number"
             if "id" in properties or not properties:
                 return "id"
-            return param
+            return "_id"  # the schema shows no id: the engine keeps its own
         return "id" if "id" in properties or not properties else next(
-            (p for p in properties if p.endswith("_id")), "id")
+            (p for p in properties if p.endswith("_id")), "_id")
 
     def objects(self, call: Call, object_type: str, *, lags: bool = False
                 ) -> list[dict[str, Any]]:
@@ -307,6 +338,11 @@ class DescribedProvider(Provider):
             latest.pop(key, None)
             latest[key] = body
         return [body for body in latest.values() if not body.get("_deleted")]
+
+    def current(self, call: Call, object_type: str, key: str) -> dict[str, Any] | None:
+        """The object the journal names ``key`` (its first version's id), as its latest
+        version left it; ``None`` when there is none, or it was deleted."""
+        return next((o for o in self.objects(call, object_type) if o["_key"] == key), None)
 
     def journal_id(self, call: Call, op: Operation, values: Mapping[str, str],
                    obj: Mapping[str, Any], field: str) -> str:
@@ -372,14 +408,21 @@ class DescribedProvider(Provider):
             if name in properties and name not in shown:
                 kind = doc.resolve(properties[name]).get("type")
                 shown[name] = int(at) if kind in ("integer", "number") or kind == [
-                    "integer"] else _iso(at)
+                    "integer"] else _time_text(at, doc.resolve(properties[name]))
         rendered = shaped(doc, schema, public(shown))
-        if isinstance(rendered, dict):
+        if isinstance(rendered, dict) and node.get("additionalProperties") is not False:
             # What the world holds beyond the description (a field of a newer API version,
             # in an object exported from production) is shown as it is.
             rendered.update({k: v for k, v in public(shown).items() if k not in rendered
                              and k not in properties and k != "deleted"})
         return rendered
+
+    def documented(self, method: str, template: str, body: Any) -> Any:
+        """``body`` (an answer built by hand: a search's envelope) in the shape the
+        description documents for ``method template``'s success."""
+        op = next(o for o in operations(self.description)
+                  if o.method == method and o.template == template)
+        return shaped(document(self.description), op.response, body)
 
     def _answer(self, op: Operation, call: Call, obj: dict[str, Any] | None,
                 *, status: int | None = None) -> Reply:
@@ -403,6 +446,13 @@ class DescribedProvider(Provider):
 
     def _serve_retrieve(self, op: Operation, call: Call, values: Mapping[str, str]) -> Reply:
         obj = self.find(op, call, values)
+        node = document(self.description).resolve(op.response)
+        if isinstance(node, Mapping) and node.get("type") == "array":
+            # A read by id that answers a list (SendGrid's bounces of an address): the
+            # objects it names, none when there are none.
+            found = [] if obj is None else [obj]
+            return self._envelope(op, call, op.object_type or op.collection,
+                                  Page(found, has_more=False))
         if obj is None:
             raise self._missing(op, values)
         reply = self._answer(op, call, obj)
@@ -454,7 +504,8 @@ class DescribedProvider(Provider):
             if holder is not None:
                 item = doc.resolve(properties[holder]).get("items", {})
                 body[holder] = [self.render(call, item, object_type, o) for o in page.items]
-            extras = {"has_more": page.has_more, "url": call.request.url.path,
+            extras = {"has_more": page.has_more, "url": _url_of(doc, properties,
+                                                             call.request.url.path),
                       "total_count": len(page.items), "incomplete_results": False}
             body.update({k: v for k, v in extras.items() if k in properties})
             if "next_page" in properties:
@@ -488,11 +539,8 @@ class DescribedProvider(Provider):
             if early is not None:
                 return carried(early)
         try:
-            try:
-                reply = run()
-            except Refused as exc:
-                reply = self.error(exc.status, str(exc), code=exc.code)
-        except BaseException:
+            reply = run()
+        except BaseException:  # a refusal too: answered by the handler, nothing saved
             if claimed is not None:
                 release(self, call, claimed)
             raise
@@ -528,13 +576,16 @@ class DescribedProvider(Provider):
         if obj.get(field) not in (None, ""):
             if any(str(o.get(field)) == str(obj[field]) and self._placed(op, values, o)
                    for o in self.objects(call, object_type)):
-                raise Refused(422 if self.style == "github" else 400,
+                raise Refused(self.invalid_status,
                               f"A {object_type} with {field} {obj[field]!r} already exists.",
                               code="already_exists")
             obj["_chosen"] = True
         else:
             integer = doc_type(properties.get(field)) == "integer"
             obj[field] = self.new_id(call, object_type, integer)
+        for param in op.parents:  # a refund made under its charge names the charge
+            if param in properties and param in values and param not in obj:
+                obj[param] = values[param]
         if "number" in properties and field != "number":
             obj["number"] = self.next_number(
                 call, {p: values[p] for p in op.parents if p in values})
@@ -580,26 +631,63 @@ class DescribedProvider(Provider):
         verb = op.template.rstrip("/").rsplit("/", 1)[1]
         done = list(current.get("_actions") or [])
         if verb in done:
-            raise Refused(400, f"This {object_type} was already {verb}ed: {verb} happens "
+            raise Refused(self.invalid_status,
+                          f"This {object_type} was already {verb}ed: {verb} happens "
                           "once.", code=f"{object_type}_unexpected_state")
         after = self.act(call, op, verb, dict(current), body)
         after.update(_actions=[*done, verb], _updated=call.now)
         return self._effect(op, call, object_type, field, after, key=current["_key"])
 
-    def _serve_write(self, op: Operation, call: Call, body: dict[str, Any]) -> Reply:
-        """Any other write: an effect on what its path names, once for the same body."""
+    def _above(self, op: Operation, call: Call, values: Mapping[str, str]
+               ) -> dict[str, Any] | None:
+        """The object whose path ``op``'s path continues (an issue, for its assignees), when
+        ``op`` answers with it."""
+        at = op.template.rfind("}")
+        item = op.template[: at + 1]
+        for other in operations(self.description):
+            if (other.kind == "retrieve" and other.template == item
+                    and other.object_type == op.object_type):
+                return self.find(other, call, values)
+        return None
+
+    def _above_exists(self, op: Operation) -> bool:
+        """Whether ``op`` answers with the object above its path (a retrieve of that path
+        answers its type)."""
+        item = op.template[: op.template.rfind("}") + 1]
+        return any(o.kind == "retrieve" and o.template == item and o.object_type == op.object_type
+                   for o in operations(self.description))
+
+    def _serve_write(self, op: Operation, call: Call, values: Mapping[str, str],
+                     body: dict[str, Any]) -> Reply:
+        """Any other write: an effect on what its path names, once for the same body;
+        answered with the object above it when the description says so, else the answer's
+        documented shape."""
         object_type = f"{op.method} {op.template}"
         path = call.request.url.path
         latest = [o for o in self.objects(call, object_type) if o.get("_at") == path]
         obj = {"_at": path, "_body": body, "_created": call.now}
+        above = self._above(op, call, values) if op.object_type else None
+        if above is None and op.object_type and self._above_exists(op):
+            noun = op.object_type.rsplit("/", 1)[-1]
+            named = values.get(op.path_params[-1], "") if op.path_params else ""
+            raise Refused(404, f"No such {noun}: '{named}'", code="resource_missing")
         if latest and latest[-1].get("_body") == body:
-            return self._answer(op, call, None)
-        reply = self._answer(op, call, None)
+            return self._answer(op, call, above)
+        reply = self._answer(op, call, above)
         version = path if not latest else f"{path}~{call.seq}"
         reply.effect = EffectDraft(object_type, version, obj)
         reply.object_id = path
         reply.aliases = (path, f"{call.origin}{path}")
         return reply
+
+
+def _url_of(doc: Document, properties: Mapping[str, Any], path: str) -> str:
+    """A list's ``url``: the request's path, or, where the schema fixes its form (Stripe's
+    balance history lists ``/v1/balance_transactions``), that form."""
+    pattern = doc.resolve(properties.get("url") or {}).get("pattern")
+    if isinstance(pattern, str) and not re.search(pattern, path):
+        return str(instance(doc, properties["url"]))
+    return path
 
 
 def doc_type(schema: Any) -> str | None:
@@ -625,8 +713,13 @@ def _merge(current: Mapping[str, Any], body: Mapping[str, Any]) -> dict[str, Any
     return out
 
 
-def _iso(seconds: float) -> str:
-    import datetime as _dt
-
+def _time_text(seconds: float, schema: Mapping[str, Any]) -> str:
+    """Harness (Unix) seconds as the text ``schema`` documents a time in: ISO 8601, or the
+    form its ``pattern`` asks for (SendGrid's ``2026-01-01 00:00:00``)."""
     moment = _dt.datetime.fromtimestamp(seconds, tz=_dt.timezone.utc)
+    pattern = schema.get("pattern")
+    for form in ("%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d"):
+        text = moment.strftime(form)
+        if not isinstance(pattern, str) or re.search(pattern, text):
+            return text
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")

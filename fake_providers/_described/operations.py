@@ -88,9 +88,20 @@ class Document:
         # A delete answers a stub of what it deleted ("deleted_customer"): its objects are
         # those its path's read answers.
         reads = {op.template: op.object_type for op in found if op.kind == "retrieve"}
-        return iter(
+        found = [
             dataclasses.replace(op, object_type=reads[op.template])
             if op.kind == "delete" and reads.get(op.template) else op
+            for op in found
+        ]
+        # What a collection's create makes is what its item paths read, update and delete,
+        # whatever name each answer's schema has (SendGrid names one webhook three ways).
+        made = {op.template: op.object_type for op in found
+                if op.kind == "create" and op.object_type}
+        return iter(
+            dataclasses.replace(op, object_type=made[op.collection])
+            if op.id_param and op.collection in made
+            and op.kind in ("retrieve", "update", "replace", "delete", "action")
+            else op
             for op in found
         )
 
@@ -121,6 +132,8 @@ class Operation:
     #: The first 2xx status, and that answer's schema (unresolved: a ``$ref`` names a type).
     status: int
     response: Any
+    #: The schemas of the error answers it documents, by status.
+    errors: Mapping[int, Any] = dataclasses.field(default_factory=dict, compare=False)
     #: ``(segments, params)`` sort key: literal segments first.
     specificity: tuple[int, ...] = dataclasses.field(compare=False, default=())
 
@@ -196,6 +209,7 @@ def _read(
         headers=headers,
         status=status,
         response=response,
+        errors=_errors(doc, op),
         specificity=tuple(1 if part.startswith("{") else 0 for part in path.split("/")),
     )
 
@@ -223,6 +237,18 @@ def _success(doc: Document, op: Mapping[str, Any]) -> tuple[int, Any]:
         media = content.get(_JSON) or next(iter(content.values()))
         schema = (media or {}).get("schema")
     return int(codes[0]), schema
+
+
+def _errors(doc: Document, op: Mapping[str, Any]) -> dict[int, Any]:
+    """The schemas of the error answers ``op`` documents, by status."""
+    found = {}
+    for code, raw in (op.get("responses") or {}).items():
+        if re.fullmatch(r"[45]\d\d", str(code)):
+            content = doc.resolve(raw).get("content") or {}
+            media = content.get(_JSON) or next(iter(content.values()), None)
+            if isinstance(media, Mapping) and "schema" in media:
+                found[int(code)] = media["schema"]
+    return found
 
 
 def listed_type(doc: Document, schema: Any) -> str | bool | None:
@@ -288,6 +314,13 @@ def _kind(
         and object_type == _item_type(doc, "/".join(parts[:-1]))
     ):
         return "action"
+    if (
+        len(parts) >= 2
+        and parts[-2].startswith("{")
+        and object_type is not None
+        and object_type == _item_type(doc, "/".join(parts[:-1]))
+    ):
+        return "write"  # a change to the object above (an issue's assignees): answers it
     if method in ("POST", "PUT") and response is not None and listed is False:
         node = doc.resolve(response)
         properties = (node.get("properties") or {}) if isinstance(node, Mapping) else {}

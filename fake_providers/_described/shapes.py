@@ -39,7 +39,10 @@ def _types(schema: Mapping[str, Any]) -> list[str]:
     return []
 
 
-def _nullable(schema: Mapping[str, Any]) -> bool:
+def _nullable(schema: Mapping[str, Any], doc: Document) -> bool:
+    """Whether ``schema`` allows null: OpenAPI 3.0's ``nullable``, 3.1's ``"null"`` type. (A
+    3.1 document that still writes ``nullable``, as SendGrid's does, means it too: the
+    service answers null there.)"""
     if isinstance(schema.get("enum"), list):
         return None in schema["enum"]  # a validator holds an enum to its values, null too
     return bool(schema.get("nullable")) or "null" in _types(schema)
@@ -98,14 +101,14 @@ def instance(doc: Document, schema: Any, *, depth: int = 0, stack: frozenset[str
         stack = stack | {name}
     if "const" in node:
         return node["const"]
-    if _nullable(node) and depth > 0:
+    if _nullable(node, doc) and depth > 0:
         return None
     if node.get("enum"):
         return node["enum"][0]
     for key in ("anyOf", "oneOf"):
         if isinstance(node.get(key), list) and node[key]:
             branches = node[key]
-            if any(_nullable(doc.resolve(b)) for b in branches) and depth > 0:
+            if any(_nullable(doc.resolve(b), doc) for b in branches) and depth > 0:
                 return None
             simple = [b for b in branches if doc.component(b) is None] or branches
             return instance(doc, simple[0], depth=depth, stack=stack)
@@ -180,7 +183,7 @@ def _fits(doc: Document, schema: Any, value: Any) -> bool:
     if not isinstance(node, Mapping):
         return True
     if value is None:
-        return _nullable(node)
+        return _nullable(node, doc)
     if "enum" in node:
         return value in node["enum"]
     for key in ("anyOf", "oneOf"):
@@ -215,7 +218,7 @@ def shaped(doc: Document, schema: Any, value: Any = _MISSING, *, depth: int = 0,
     if name is not None:
         stack = stack | {name}
     if value is None:
-        return None if _nullable(node) else instance(doc, schema, depth=depth, stack=stack)
+        return None if _nullable(node, doc) else instance(doc, schema, depth=depth, stack=stack)
     for key in ("anyOf", "oneOf"):
         if isinstance(node.get(key), list) and node[key]:
             return _one_of(doc, node[key], value, depth, stack)
