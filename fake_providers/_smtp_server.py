@@ -299,7 +299,7 @@ class _Handler:
     def __init__(self, server: SmtpServer) -> None:
         self._server = server
 
-    async def handle_DATA(self, smtp: Any, session: Any, envelope: Any) -> str:  # noqa: N802
+    async def handle_DATA(self, smtp: Any, session: Any, envelope: Any) -> str:
         request = transaction_request(
             self._server.provider.base_url,
             mail_from=envelope.mail_from or "",
