@@ -374,9 +374,9 @@ class Context:
         of the case (for one reached over SMTP, also ``CRASHPOINTS_<PROVIDER>_HOST`` and
         ``CRASHPOINTS_<PROVIDER>_PORT``), ``CRASHPOINTS_RUN_DIR``, ``CRASHPOINTS_PROCESS``
         and, with a task, ``CRASHPOINTS_TASK_ID``. Without a task (recovery), the keys are set
-        only when every task of the case holds the same authority. With the ``model`` provider, also the
-        variables the OpenAI and Anthropic SDKs read: ``OPENAI_BASE_URL`` (its ``/v1``),
-        ``OPENAI_API_KEY``, ``ANTHROPIC_BASE_URL`` and ``ANTHROPIC_API_KEY``."""
+        only when every task of the case holds the same authority. With the ``model``
+        provider, also the variables the OpenAI and Anthropic SDKs read: ``OPENAI_BASE_URL``
+        (its ``/v1``), ``OPENAI_API_KEY``, ``ANTHROPIC_BASE_URL`` and ``ANTHROPIC_API_KEY``."""
         task = task_id if task_id is not None else self.task_id
         env = {"CRASHPOINTS_RUN_DIR": str(self.env.path), "CRASHPOINTS_PROCESS": self.worker_id}
         authority: Authority | None = None
