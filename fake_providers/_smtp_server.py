@@ -72,6 +72,18 @@ class _Answer:
     then: str = "keep"
 
 
+class _Listener(socket.socket):
+    """The listening socket, counting the connections the loop has taken from it (an accepted
+    connection gets its protocol a moment later, in a task of its own)."""
+
+    accepted = 0
+
+    def accept(self) -> tuple[socket.socket, Any]:
+        connection, address = super().accept()
+        self.accepted += 1
+        return connection, address
+
+
 class _Gate:
     """Holds transactions back while the harness copies or replaces the journal (the HTTP
     server's ``held``/``handling`` pair)."""
@@ -116,8 +128,11 @@ def _aiosmtpd() -> Any:
             "the smtp provider serves SMTP with aiosmtpd, which is not installed: install "
             "pytest-crashpoints[smtp] (or pip install aiosmtpd)."
         ) from exc
-    # Its notices (a session's login, each connection) go nowhere unless someone listens.
-    logging.getLogger("mail.log").addHandler(logging.NullHandler())
+    # Its notices (AUTH without TLS, which is on purpose here; each login, each connection)
+    # are not the test's business: only its errors are kept, for whoever listens.
+    log = logging.getLogger("mail.log")
+    log.addHandler(logging.NullHandler())
+    log.setLevel(logging.ERROR)
     return aiosmtpd.smtp
 
 
@@ -136,7 +151,10 @@ class SmtpServer:
         self._gate = _Gate()
         self._refused: list[tuple[str, str, str]] = []
         self._lock = threading.Lock()
-        self._listener = socket.create_server(("127.0.0.1", 0), backlog=128)
+        self._listener = _Listener(socket.AF_INET, socket.SOCK_STREAM)
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(128)
+        self._created = 0  # sessions made for accepted connections
         self.host, self.port = "127.0.0.1", int(self._listener.getsockname()[1])
         #: The base URL a client is given (``smtp://127.0.0.1:<port>``).
         self.url = f"smtp://{self.host}:{self.port}"
@@ -212,15 +230,18 @@ class SmtpServer:
         self._loop.run_forever()
 
     def _session(self) -> Any:
+        self._created += 1
         with warnings.catch_warnings():
             # AUTH without TLS: on loopback, on purpose (the wire hooks read the plain stream).
             warnings.simplefilter("ignore")
-            return self._session_class(
+            session = self._session_class(
                 _Handler(self), hostname=HOSTNAME, ident="crashpoints fake relay",
                 auth_required=True, auth_require_tls=False, authenticator=self._authenticate,
                 timeout=self._options["read_timeout"],
                 data_size_limit=self._options["data_size_limit"], loop=self._loop,
             )
+        self._sessions.add(session)  # from now until its connection is lost
+        return session
 
     def _authenticate(
         self, server: Any, session: Any, envelope: Any, mechanism: str, auth_data: Any
@@ -235,8 +256,8 @@ class SmtpServer:
 
     async def _still(self) -> bool:
         """Whether nothing is moving now (runs on the loop, between its callbacks)."""
-        if _readable(self._listener.fileno()):
-            return False  # a connection waits to be accepted
+        if _readable(self._listener.fileno()) or self._listener.accepted != self._created:
+            return False  # a connection waits to be accepted, or for its session
         for session in self._sessions:
             reader = getattr(session, "_reader", None)
             waiter = getattr(reader, "_waiter", None)
@@ -321,10 +342,6 @@ def _session_class(smtp: Any, server: SmtpServer) -> Any:
 
     class Session(smtp.SMTP):  # type: ignore[misc]
         crashpoints_answer: _Answer | None = None
-
-        def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            server._sessions.add(self)
-            super().connection_made(transport)
 
         def connection_lost(self, error: Exception | None) -> None:
             server._sessions.discard(self)
