@@ -14,6 +14,7 @@ import pytest
 
 from pytest_crashpoints import Authority, Context, ProviderSpec, SQLiteLedgerView, State
 from pytest_crashpoints.harness import (
+    CommandWorker,
     CrashSettings,
     Deliver,
     KillAt,
@@ -168,3 +169,33 @@ def test_a_correct_mailer_over_smtp_passes_every_single_fault(tmp_path: Path) ->
                      nodeid="t::correct")
     assert report.failure is None, report.failure
     assert report.killed.get("A") and report.killed.get("B") and report.killed.get("C")
+
+
+COMMAND = """
+import os, smtplib
+from email.message import EmailMessage
+message = EmailMessage()
+message["From"], message["To"], message["Subject"] = "billing@example.com", "ada@example.com", "7"
+message.set_content("120 EUR")
+with smtplib.SMTP(os.environ["CRASHPOINTS_SMTP_HOST"], int(os.environ["CRASHPOINTS_SMTP_PORT"]),
+                  timeout=10) as client:
+    client.login("apikey", os.environ["CRASHPOINTS_SMTP_KEY"])
+    client.send_message(message)
+"""
+
+
+def test_a_command_mails_through_the_bridges_relay_and_b_fires_there(tmp_path: Path) -> None:
+    import sys
+
+    command = Scenario(worker=CommandWorker([sys.executable, "-c", COMMAND]), recover=None,
+                       messages=(JOB,), providers=(ProviderSpec("smtp"),),
+                       authorities={"job-7": AUTHORITY})
+    result = run_case(command, Schedule((Deliver(0),)), base_dir=tmp_path)
+    assert result.passed, result.timeline
+    assert "smtp_req_00000000000001 mail.send key=None status=250 EFFECT" in result.timeline
+    assert {p: result.hits.get(p) for p in ("http.write", "B", "C")} == {
+        "http.write": 1, "B": 1, "C": 1}  # in the bridge, through its relay
+    at_b = run_case(command, Schedule((Deliver(0, kill=KillAt("B")),)), base_dir=tmp_path,
+                    expected=result.expected_effects)
+    assert at_b.kills == ("B#1",)
+    assert [v.invariant for v in at_b.violations] == [1], at_b.timeline  # it mails blindly
