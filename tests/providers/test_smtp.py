@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from fake_providers import ApiKey, Provider, Smtp, smtp_loopback
+from fake_providers import ApiKey, Provider, Smtp, derive_key, smtp_loopback
 from fake_providers._smtp import transaction_request
 from fake_providers._smtp_server import SmtpServer
 from tests.conftest import ManualClock, wait_until
@@ -165,6 +165,17 @@ def test_smtplib_logs_in_with_the_key_as_password_under_any_user(
         assert client.send_message(invoice()) == {}
     [effect] = smtp.journal.effects()
     assert effect.tenant_id == "tenant-a"
+
+
+def test_a_derived_key_names_the_process_that_sent_the_mail(
+    smtp: Provider, relay: SmtpServer
+) -> None:
+    smtp.keys.set_signing_secret("s3cret")
+    send(relay, invoice(), key=derive_key(WRITER, "worker-3", signing_secret="s3cret"))
+    [effect] = smtp.journal.effects()
+    assert (effect.label, effect.tenant_id) == ("worker-3", "tenant-a")
+    with pytest.raises(smtplib.SMTPAuthenticationError):  # signed with another run's secret
+        send(relay, invoice(), key=derive_key(WRITER, "worker-3", signing_secret="other"))
 
 
 def test_without_auth_530_and_with_a_bad_key_535(smtp: Provider, relay: SmtpServer) -> None:
