@@ -10,6 +10,8 @@ with the same answers both ways:
 - :class:`Email`: not idempotent, a subset of SendGrid's v3 mail send and email activity API;
 - :class:`Tickets`: not idempotent, a subset of GitHub's REST API (repos, issues, search);
 - :class:`Deploy`: not idempotent, no lookup at all;
+- :class:`Smtp`: not idempotent, no lookup, a mail relay reached over SMTP
+  (``smtp_loopback(provider)``: a real SMTP server, aiosmtpd's, in front of the same pipeline);
 - :class:`Model`: a language model behind the OpenAI and Anthropic APIs, answering from a
   :class:`Script` (its answers are reads, never effects).
 
@@ -52,11 +54,13 @@ from ._provider import ATTEMPT_HEADER, CORRELATION_HEADER, TENANT_HEADER, Provid
 from ._script import Conversation, Message, ModelTurn, Script, ToolCall, call, say
 from ._server import Admit, Handle, Preamble, Server, loopback, serve
 from ._settings import ProviderSettings, Settings
+from ._smtp import Smtp
+from ._smtp_server import SmtpServer, smtp_loopback
 from ._tickets import Tickets
 
 #: Every simulated provider, by name.
 PROVIDERS: dict[str, type[Provider]] = {
-    provider.name: provider for provider in (Payments, Email, Tickets, Deploy, Model)
+    provider.name: provider for provider in (Payments, Email, Tickets, Deploy, Model, Smtp)
 }
 
 __all__ = [
@@ -98,6 +102,8 @@ __all__ = [
     "Script",
     "Server",
     "Settings",
+    "Smtp",
+    "SmtpServer",
     "Tickets",
     "ToolCall",
     "call",
@@ -109,5 +115,6 @@ __all__ = [
     "openapi",
     "say",
     "serve",
+    "smtp_loopback",
     "transport",
 ]

@@ -38,10 +38,12 @@ A commit is, in every way Python code makes one:
   transaction open, which commits it (SQLAlchemy's ``AUTOCOMMIT`` isolation does this).
 
 A user's ``factory=`` class (a subclass of ``sqlite3.Connection``) is subclassed with the hooks;
-so is a ``Cursor`` subclass passed to ``cursor(factory=...)``. A factory that is not a class, a
-class that defines ``execute``, ``executemany`` or ``executescript`` itself (the hooks run
-statements through their own, which would bypass it), or a class that cannot be subclassed so
-(``__slots__`` layouts) leaves that connection (or cursor) unhooked: it works as it did, and
+so is a ``Cursor`` subclass passed to ``cursor(factory=...)``. A class that defines ``execute``,
+``executemany`` or ``executescript`` itself (Django's SQLite cursor does, to turn its ``%s``
+parameters into ``?``) gets the hooks beneath its own methods: they keep their meaning, and
+what they pass on to ``super()`` is hooked (a method that calls ``sqlite3.Cursor``'s directly
+fires nothing). A factory that is not a class, or a class that cannot be subclassed so
+(``__slots__`` layouts), leaves that connection (or cursor) unhooked: it works as it did, and
 its commits fire nothing.
 
 Not seen: connections opened before the hooks were installed or through a ``connect`` imported
@@ -268,8 +270,9 @@ _REPLACED = ("execute", "executemany", "executescript")
 
 
 def _hooked(base: _Base, hooks: _Base) -> _Base | None:
-    """``base`` with ``hooks`` mixed in, or None if it cannot be: its layout does not allow it,
-    or it defines a method the hooks would bypass (its own must keep its meaning)."""
+    """``base`` with ``hooks`` mixed in, or None if its layout does not allow it. A class that
+    defines a method the hooks replace gets them beneath its own (its own keep their meaning,
+    and what they pass on to ``super()`` is hooked); any other gets them above."""
     if issubclass(base, hooks):
         return base
     if base in hooks.__mro__:
@@ -278,15 +281,12 @@ def _hooked(base: _Base, hooks: _Base) -> _Base | None:
     if key not in _subclasses:
         sqlite_base = hooks.__mro__[1]
         own = [k for k in base.__mro__[: base.__mro__.index(sqlite_base)] if k is not object]
-        if any(name in vars(k) for k in own for name in _REPLACED):
+        defines = any(name in vars(k) for k in own for name in _REPLACED)
+        bases = (base, hooks) if defines else (hooks, base)
+        try:
+            _subclasses[key] = type(base.__name__, bases, {"__module__": base.__module__})
+        except TypeError:
             _subclasses[key] = None
-        else:
-            try:
-                _subclasses[key] = type(
-                    base.__name__, (hooks, base), {"__module__": base.__module__}
-                )
-            except TypeError:
-                _subclasses[key] = None
     return _subclasses[key]  # type: ignore[return-value]
 
 

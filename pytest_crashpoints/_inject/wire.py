@@ -35,6 +35,13 @@ thread, is "a request to a provider". ``path`` is the request target without
 its query, as far as the first ``send`` call carries it (every client above sends the request
 line whole).
 
+**SMTP.** A connection to an address installed as ``smtp`` (a relay the harness serves over
+SMTP) speaks commands, not requests: a transaction begins with ``MAIL FROM``, and that is its
+write (the automatic A and ``http.write`` fire before it, with ``method="MAIL"`` and
+``path=""``); every other command (``EHLO``, ``AUTH``, ``RCPT``, ``DATA``, ``QUIT``) passes,
+and so does the message sent after ``DATA``'s ``354``. The server writes the preamble before
+its reply to the message's data only: B and C fire there, as for an HTTP answer.
+
 **Before every write.** ``crashpoint("http.write", method=..., path=...)``
 (``WRITE_POINT``) fires after an automatic A, before the first byte of every POST, PUT,
 PATCH or DELETE to an address not installed as ``reads``, committed or not: a duplicate
@@ -57,6 +64,8 @@ Covered, on Linux (each reads and writes through the patched ``socket.socket`` m
 - httpx's ``Client`` (httpcore's sync backend: ``recv``, ``send``);
 - httpx's ``AsyncClient`` and anything else on asyncio's selector event loop (anyio, asyncio
   streams): the transports' ``recv``, ``recv_into``, ``send`` and ``sendmsg``.
+- ``smtplib`` (and Django's SMTP backend on it: ``makefile()`` reads, ``sendall``) and
+  aiosmtplib (asyncio streams), to an address installed as ``smtp``.
 
 Not covered: clients that do their socket I/O in C (pycurl, uvloop's loop, grpc), TLS (an
 ``SSLSocket`` reads through OpenSSL, and the preamble would be inside the encrypted stream:
@@ -100,6 +109,8 @@ _WIRE_POINTS = ("B", "C", MODEL_POINT)
 _HEAD = 1024
 _WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _REQUEST_LINE = re.compile(rb"([A-Z]+) ([^ ?\r\n]*)")
+# The command that begins an SMTP transaction (its write).
+_MAIL = b"MAIL FROM:"
 
 
 def encode_preamble(points: Sequence[str], context: Mapping[str, object]) -> bytes:
@@ -158,12 +169,21 @@ def decode_preamble(line: bytes) -> tuple[tuple[str, ...], dict[str, object]]:
 class _Connection:
     """The state of one hooked connection."""
 
-    __slots__ = ("preamble", "reads", "ref", "request_start", "response_start")
+    __slots__ = (
+        "content_next", "preamble", "reads", "ref", "request_start", "response_start",
+        "sent_data", "smtp",
+    )
 
-    def __init__(self, ref: weakref.ref[socket.socket], *, reads: bool = False) -> None:
+    def __init__(
+        self, ref: weakref.ref[socket.socket], *, reads: bool = False, smtp: bool = False
+    ) -> None:
         self.ref = ref
         # Every request to this address is a read, whatever its method (a model's POST).
         self.reads = reads
+        # The address speaks SMTP: commands, the message after DATA's 354, replies.
+        self.smtp = smtp
+        self.sent_data = False  # the last command was DATA
+        self.content_next = False  # the next bytes sent are the message, not a command
         # The next bytes sent begin a request; the next bytes received begin a response.
         self.request_start = True
         self.response_start = True
@@ -173,6 +193,7 @@ class _Connection:
 
 _addresses: set[tuple[str, int]] = set()
 _reads: set[tuple[str, int]] = set()
+_smtp: set[tuple[str, int]] = set()
 _connections: dict[int, _Connection] = {}
 _original: dict[str, Any] = {}
 
@@ -212,7 +233,7 @@ def _track(sock: socket.socket, address: object) -> None:
     where = _key(address)
     if where in _addresses and sock.family in (socket.AF_INET, socket.AF_INET6):
         ref = weakref.ref(sock, lambda ref: _forget(key, ref))
-        _connections[key] = _Connection(ref, reads=where in _reads)
+        _connections[key] = _Connection(ref, reads=where in _reads, smtp=where in _smtp)
     elif _state(sock) is not None:
         del _connections[key]
 
@@ -237,23 +258,41 @@ def _sending(state: _Connection, head: bytes) -> None:
     """Called before bytes go out on a hooked connection (``head``: their first bytes)."""
     if not state.request_start or not head:
         return
-    request = _REQUEST_LINE.match(head)
-    if request is not None:
-        method = request.group(1).decode("ascii")
-        activity = since_last_request
-        if method in _WRITE_METHODS and not state.reads:
-            path = request.group(2).decode("latin-1")
-            if activity.committed and not activity.marked_a:
-                automatic_crashpoint("A", source="auto", method=method, path=path)
-            # Before every write, committed or not: where a duplicate delivery waits while
-            # another runs (an agent that looked "already done?" up and is about to act),
-            # and where a C deferred from an earlier answer fires, before this write leaves.
-            automatic_crashpoint(WRITE_POINT, method=method, path=path)
-            # Reads in between (an "is it done already?" before the write) do not end it.
-            activity.committed = False
-            activity.marked_a = False
+    if state.smtp:
+        _sending_command(state, head)
+    else:
+        request = _REQUEST_LINE.match(head)
+        if request is not None:
+            method = request.group(1).decode("ascii")
+            if method in _WRITE_METHODS and not state.reads:
+                _write_leaves(method, request.group(2).decode("latin-1"))
     state.request_start = False
     state.response_start = True
+
+
+def _sending_command(state: _Connection, head: bytes) -> None:
+    """An SMTP client's next bytes: a command, or the message after DATA's ``354``."""
+    if state.content_next:
+        state.content_next = False
+        return
+    command = head.split(b"\r", 1)[0].split(b"\n", 1)[0]
+    state.sent_data = command.strip().upper() == b"DATA"
+    if command[: len(_MAIL)].upper() == _MAIL:
+        _write_leaves("MAIL", "")
+
+
+def _write_leaves(method: str, path: str) -> None:
+    """A write request is about to leave: the automatic A, then ``http.write``."""
+    activity = since_last_request
+    if activity.committed and not activity.marked_a:
+        automatic_crashpoint("A", source="auto", method=method, path=path)
+    # Before every write, committed or not: where a duplicate delivery waits while
+    # another runs (an agent that looked "already done?" up and is about to act),
+    # and where a C deferred from an earlier answer fires, before this write leaves.
+    automatic_crashpoint(WRITE_POINT, method=method, path=path)
+    # Reads in between (an "is it done already?" before the write) do not end it.
+    activity.committed = False
+    activity.marked_a = False
 
 
 def _send(self: socket.socket, data: Any, flags: int = 0, /) -> int:
@@ -302,6 +341,10 @@ def _receive(
             if not data or data[0] != 0:
                 state.response_start = False
                 state.request_start = True
+                if state.smtp:  # after DATA's 354, the client sends the message
+                    state.content_next, state.sent_data = state.sent_data and (
+                        data[:3] == b"354"
+                    ), False
                 return data
             state.preamble = bytearray()
         if not data:  # the server closed the connection inside the preamble
@@ -394,7 +437,10 @@ _PATCHES: dict[str, Callable[..., Any]] = {
 
 
 def install_wire_hooks(
-    addresses: Collection[tuple[str, int]], *, reads: Collection[tuple[str, int]] = ()
+    addresses: Collection[tuple[str, int]],
+    *,
+    reads: Collection[tuple[str, int]] = (),
+    smtp: Collection[tuple[str, int]] = (),
 ) -> None:
     """Hook this process's connections to ``addresses`` (see the module docstring).
 
@@ -402,13 +448,15 @@ def install_wire_hooks(
     host name is also matched by the addresses it resolves to. ``reads`` (hooked too) are
     servers every request to which is a read, whatever its method (a model: its POSTs ask, and
     change nothing): no automatic A before them, and they do not end "since the last write
-    request". Idempotent: a second call adds addresses. Only connections made after the call
-    are hooked. Raises :class:`HarnessUsageError` for an address that is not a ``(host,
-    port)`` pair.
+    request". ``smtp`` (hooked too) are servers that speak SMTP: their write is the
+    ``MAIL FROM`` that begins a transaction (see the module docstring). Idempotent: a second
+    call adds addresses. Only connections made after the call are hooked. Raises
+    :class:`HarnessUsageError` for an address that is not a ``(host, port)`` pair.
     """
-    hooked, only_reads = _resolved(addresses), _resolved(reads)
-    _addresses.update(hooked | only_reads)
+    hooked, only_reads, relays = _resolved(addresses), _resolved(reads), _resolved(smtp)
+    _addresses.update(hooked | only_reads | relays)
     _reads.update(only_reads)
+    _smtp.update(relays)
     if _original:
         return
     for name, hook in _PATCHES.items():

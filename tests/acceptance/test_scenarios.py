@@ -275,6 +275,12 @@ REACH = [
     ("test_jobs_mailer.py", "power", (), {
         "test_with_sqlites_default_sync_a_power_loss_is_a_kill": "passed",
     }),
+    ("test_django_mailer.py", "", ("django", "aiosmtpd"), {
+        "test_a_claimed_job_is_parked_never_sent_twice": "passed",
+    }),
+    ("broken/test_django_mailer.py", "", ("django", "aiosmtpd"), {
+        "test_a_job_sent_then_marked_is_sent_twice": "caught",
+    }),
 ]
 
 

@@ -312,7 +312,7 @@ class Counting(sqlite3.Cursor):
 
 
 class Logged(sqlite3.Connection):
-    """Defines execute itself: the hooks would bypass it, so its connections stay unhooked."""
+    """Defines execute itself: the hooks go beneath it, and it keeps its meaning."""
 
     statements: ClassVar[list[str]] = []
 
@@ -342,10 +342,10 @@ def user_factories(path: str) -> tuple[str, int, list[str]]:
     unhooked.commit()
     logged = sqlite3.connect(path, factory=Logged)
     logged.execute("INSERT INTO t VALUES (3)")
-    logged.commit()
+    logged.commit()  # commit 2: the hooks are beneath its own execute
     with db:
-        db.execute("INSERT INTO t VALUES (4)")  # commit 2
-    assert type(logged) is Logged
+        db.execute("INSERT INTO t VALUES (4)")  # commit 3
+    assert isinstance(logged, Logged)
     return db.audit(), cursor.count(), logged.statements
 
 
@@ -356,7 +356,7 @@ def test_a_users_connection_and_cursor_classes_keep_working_with_the_hooks(
     outcome = run_hooked(user_factories, path)
     assert isinstance(outcome, Completed), outcome
     assert outcome.value == ("audited", 4, ["INSERT INTO t VALUES (3)"])
-    assert commits(outcome.hits) == pairs(1, 2)
+    assert commits(outcome.hits) == pairs(1, 2, 3)
 
 
 # -- SQLAlchemy --------------------------------------------------------------------------------
@@ -381,6 +381,38 @@ def test_sqlalchemy_commits_fire_the_points(tmp_path: Path) -> None:
     assert isinstance(outcome, Completed), outcome
     assert commits(outcome.hits) == pairs(1, 2)
     assert rows(path) == [1, 2]
+
+
+# -- Django ------------------------------------------------------------------------------------
+
+
+def with_django(path: str) -> None:
+    import django
+    from django.conf import settings
+
+    # In the worker, never in the test process: a forked worker inherits what it set up.
+    settings.configure(DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3",
+                                              "NAME": path}})
+    django.setup()
+    from django.db import connection, transaction
+
+    with connection.cursor() as cursor:
+        cursor.execute("INSERT INTO t VALUES (%s)", [1])  # autocommit: SQLite commits it
+        with transaction.atomic():
+            cursor.execute("INSERT INTO t VALUES (%s)", [2])
+        cursor.executemany("INSERT INTO t VALUES (%s)", [[3], [4]])  # a commit per row
+    connection.close()
+
+
+def test_djangos_commits_fire_the_points(tmp_path: Path) -> None:
+    # Django's SQLite cursor defines execute and executemany (its %s placeholders become ?):
+    # the hooks go beneath them, so its autocommitted statements fire the points too.
+    pytest.importorskip("django", reason="Django is not installed (it is not a dependency)")
+    path = make_database(tmp_path / "app.sqlite3")
+    outcome = run_hooked(with_django, path)
+    assert isinstance(outcome, Completed), outcome
+    assert commits(outcome.hits) == pairs(1, 2, 3, 4)
+    assert rows(path) == [1, 2, 3, 4]
 
 
 def _catch_a_failed_commit(path: str) -> object:

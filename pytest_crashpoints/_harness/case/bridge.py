@@ -127,6 +127,10 @@ def command_env(ctx: Context, *, protocol: str, relays: Mapping[str, str]) -> di
     env = ctx.sdk_env()
     for name, url in relays.items():
         env[f"CRASHPOINTS_{_env_name(name)}_URL"] = url
+        if url.startswith("smtp://"):  # a mail relay: its host and port too
+            host, _, port = url[len("smtp://"):].partition(":")
+            env[f"CRASHPOINTS_{_env_name(name)}_HOST"] = host
+            env[f"CRASHPOINTS_{_env_name(name)}_PORT"] = port
     env["CRASHPOINTS_URL"] = protocol
     env["CRASHPOINTS_NOW"] = repr(ctx.now())
     return env
@@ -149,6 +153,7 @@ def run_bridge(
     from ..._process.program import describe_exit, start_command, tail
     from .failpoint_server import FailpointServer
     from .relay import Relay
+    from .smtp_relay import SmtpRelay
 
     env_, who = ctx.env, ctx.worker_id
     logs = env_.run_dir.logs
@@ -171,11 +176,25 @@ def run_bridge(
                 Relay(env_.url(spec.name), timeout=env_.http_timeout, credential=credential)
             )
             for spec in env_.providers
+            if not spec.speaks_smtp
+        }
+        mail_relays = {
+            spec.name: stack.enter_context(
+                SmtpRelay(ctx.smtp_address(spec.name), timeout=env_.http_timeout)
+            )
+            for spec in env_.providers
+            if spec.speaks_smtp
         }
         variables = dict(os.environ)
         variables.update(extra or {})
         variables.update(
-            command_env(ctx, protocol=protocol.url, relays={n: r.url for n, r in relays.items()})
+            command_env(
+                ctx, protocol=protocol.url,
+                relays={
+                    **{n: r.url for n, r in relays.items()},
+                    **{n: r.url for n, r in mail_relays.items()},
+                },
+            )
         )
         stdin = None
         if message is not None:
@@ -195,6 +214,8 @@ def run_bridge(
         protocol.start()
         for relay in relays.values():
             relay.start()
+        for mail_relay in mail_relays.values():
+            mail_relay.start()
         code = process.wait()
     if code != 0:
         lines, _ = tail(logs / f"{who}.stderr", OUTPUT_LINES)

@@ -8,6 +8,8 @@ connection, no client) crosses a fork or a spawn. The context hands out:
 - ``ctx.base_url(provider)`` and ``ctx.api_key(provider, task_id)``: where a provider is and
   the credential this process uses for a task, for any HTTP client or SDK (also in the
   environment as ``CRASHPOINTS_<PROVIDER>_URL`` and ``CRASHPOINTS_<PROVIDER>_KEY``);
+  ``ctx.smtp_address(provider)``: the host and port of a relay reached over SMTP (also
+  ``CRASHPOINTS_<PROVIDER>_HOST`` and ``CRASHPOINTS_<PROVIDER>_PORT``);
 - ``ctx.client(provider, task_id)``: an httpx client that reaches the provider in-process
   (``ctx.async_client(...)``: the same for async code);
 - ``ctx.ledger``: the reference ledger of the case, on the harness clock;
@@ -108,6 +110,15 @@ class ProviderSpec:
     def has_sessions(self) -> bool:
         """Whether the provider keeps sessions a fault can make it forget (an MCP server)."""
         return bool(getattr(self.api, "has_sessions", False))
+
+    @property
+    def speaks_smtp(self) -> bool:
+        """Whether the provider is reached over SMTP (a mail relay), not HTTP."""
+        if self.api is not None:
+            return False
+        from fake_providers import PROVIDERS
+
+        return getattr(PROVIDERS[self.name], "protocol", "http") == "smtp"
 
     @property
     def is_model(self) -> bool:
@@ -328,6 +339,21 @@ class Context:
         """The base URL of ``provider``'s loopback server, for any HTTP client or SDK."""
         return self.env.url(provider)
 
+    def smtp_address(self, provider: str = "smtp") -> tuple[str, int]:
+        """``(host, port)`` of the SMTP server of ``provider``, a relay reached over SMTP (the
+        ``smtp`` provider), for ``smtplib.SMTP(host, port)`` or Django's ``EMAIL_HOST`` and
+        ``EMAIL_PORT``. Log in with any user name and ``ctx.api_key(provider, task_id)`` as the
+        password. Raises :class:`CrashpointsError` for a provider that speaks HTTP."""
+        if not self.env.spec(provider).speaks_smtp:
+            raise CrashpointsError(
+                f"provider {provider!r} speaks HTTP, not SMTP: reach it at "
+                f"ctx.base_url({provider!r})."
+            )
+        import urllib.parse
+
+        parts = urllib.parse.urlsplit(self.env.url(provider))
+        return parts.hostname or "127.0.0.1", int(parts.port or 25)
+
     def api_key(self, provider: str, task_or_authority: str | Authority) -> str:
         """The API key this process uses at ``provider`` for a task (its authority now) or
         for an explicit :class:`Authority`. Raises :class:`CrashpointsError` for a task whose
@@ -345,11 +371,12 @@ class Context:
     def sdk_env(self, task_id: str | None = None) -> dict[str, str]:
         """Environment variables for an SDK, for ``task_id`` (default: this worker's task):
         ``CRASHPOINTS_<PROVIDER>_URL`` and ``CRASHPOINTS_<PROVIDER>_KEY`` for each provider
-        of the case, ``CRASHPOINTS_RUN_DIR``, ``CRASHPOINTS_PROCESS`` and, with a task,
-        ``CRASHPOINTS_TASK_ID``. Without a task (recovery), the keys are set only when every
-        task of the case holds the same authority. With the ``model`` provider, also the
-        variables the OpenAI and Anthropic SDKs read: ``OPENAI_BASE_URL`` (its ``/v1``),
-        ``OPENAI_API_KEY``, ``ANTHROPIC_BASE_URL`` and ``ANTHROPIC_API_KEY``."""
+        of the case (for one reached over SMTP, also ``CRASHPOINTS_<PROVIDER>_HOST`` and
+        ``CRASHPOINTS_<PROVIDER>_PORT``), ``CRASHPOINTS_RUN_DIR``, ``CRASHPOINTS_PROCESS``
+        and, with a task, ``CRASHPOINTS_TASK_ID``. Without a task (recovery), the keys are set
+        only when every task of the case holds the same authority. With the ``model``
+        provider, also the variables the OpenAI and Anthropic SDKs read: ``OPENAI_BASE_URL``
+        (its ``/v1``), ``OPENAI_API_KEY``, ``ANTHROPIC_BASE_URL`` and ``ANTHROPIC_API_KEY``."""
         task = task_id if task_id is not None else self.task_id
         env = {"CRASHPOINTS_RUN_DIR": str(self.env.path), "CRASHPOINTS_PROCESS": self.worker_id}
         authority: Authority | None = None
@@ -364,6 +391,10 @@ class Context:
             name = _env_name(spec.name)
             if self.env.urls:
                 env[f"CRASHPOINTS_{name}_URL"] = self.env.url(spec.name)
+                if spec.speaks_smtp:
+                    host, port = self.smtp_address(spec.name)
+                    env[f"CRASHPOINTS_{name}_HOST"] = host
+                    env[f"CRASHPOINTS_{name}_PORT"] = str(port)
             if authority is not None:
                 env[f"CRASHPOINTS_{name}_KEY"] = self.api_key(spec.name, authority)
             if spec.is_model:
@@ -387,6 +418,7 @@ class Context:
         and carries the crash points of the case's ``transport_points``. The ``model``
         answers from the script the harness holds: its client reaches the case's server."""
         authority = self._authority_for(f"ctx.client({provider!r}, ...)", task_or_authority)
+        self._speaks_http(provider, "client")
         cached = self._clients.get((provider, authority))
         if cached is not None:
             return cached
@@ -423,6 +455,7 @@ class Context:
         client per call: use it in ``async with`` (or close it with ``await
         client.aclose()``)."""
         authority = self._authority_for(f"ctx.async_client({provider!r}, ...)", task_or_authority)
+        self._speaks_http(provider, "async_client")
         import httpx
 
         import fake_providers
@@ -445,6 +478,14 @@ class Context:
             headers={"Authorization": f"Bearer {self.api_key(provider, authority)}"},
             timeout=self.env.http_timeout,
         )
+
+    def _speaks_http(self, provider: str, method: str) -> None:
+        if self.env.spec(provider).speaks_smtp:
+            raise CrashpointsError(
+                f"ctx.{method}({provider!r}, ...): {provider!r} is a mail relay reached over "
+                f"SMTP, not HTTP; connect an SMTP client to ctx.smtp_address({provider!r}) and "
+                f"log in with ctx.api_key({provider!r}, task_id) as the password."
+            )
 
     def adapters(self, *, search_lag_bound: float | None = None) -> dict[str, Any]:
         """The reference adapter of each provider of the case, keyed by tool name.

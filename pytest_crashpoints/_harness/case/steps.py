@@ -91,11 +91,13 @@ def _enter(env: CaseEnv, worker_id: str, task_id: str | None) -> Context:
         os.environ.update(ctx.sdk_env())
         addresses: list[tuple[str, int]] = []
         models: list[tuple[str, int]] = []  # a model's POSTs only ask: no automatic A
+        relays: list[tuple[str, int]] = []  # SMTP: a transaction's MAIL FROM is its write
         for name, url in env.urls:
             parts = urllib.parse.urlsplit(url)
-            where = models if env.spec(name).is_model else addresses
+            spec = env.spec(name)
+            where = models if spec.is_model else relays if spec.speaks_smtp else addresses
             where.append((parts.hostname or "127.0.0.1", parts.port or 80))
-        install_wire_hooks(addresses, reads=models)
+        install_wire_hooks(addresses, reads=models, smtp=relays)
     install_commit_hooks(exclude=[env.run_dir.journals, env.authority_path])
     install_sync_log(env.path)
     return ctx

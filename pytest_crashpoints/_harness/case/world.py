@@ -108,11 +108,13 @@ class World:
 
     def _serve(self) -> tuple[tuple[str, str], ...]:
         """Start a loopback server per provider: any client of a worker reaches it there."""
-        from fake_providers import loopback
+        from fake_providers import loopback, smtp_loopback
 
         for name, provider in self.providers.items():
+            # A mail relay is reached over SMTP (its server keeps the same contract).
+            serve: Any = smtp_loopback if getattr(provider, "protocol", "") == "smtp" else loopback
             self.servers[name] = self._servers.enter_context(
-                loopback(
+                serve(
                     provider,
                     preamble=_preamble,
                     admit=self._admitter(name),

@@ -1,0 +1,1 @@
+"""The jobs app: one ``Job`` per mail to send."""
