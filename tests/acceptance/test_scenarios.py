@@ -281,6 +281,12 @@ REACH = [
     ("broken/test_django_mailer.py", "", ("django", "aiosmtpd"), {
         "test_a_job_sent_then_marked_is_sent_twice": "caught",
     }),
+    ("test_intent_charger.py", "default_sync", ("stripe",), {
+        "test_with_sqlites_default_sync_the_pending_row_survives": "passed",
+    }),
+    ("broken/test_intent_charger.py", "", ("stripe",), {
+        "test_an_unsynced_pending_row_lost_to_a_power_loss_charges_twice": "caught",
+    }),
 ]
 
 
