@@ -35,20 +35,21 @@ test: lint typecheck test-mcp1
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest tests/unit
 
-# The MCP helpers, the fake MCP server and the mcp 1.x scenarios on the mcp 1.x SDK (FastMCP,
-# its clients, langchain-mcp-adapters, which requires mcp<2): a venv of its own, built from
-# scratch each time (.venv has mcp 2). About 40 s on 2 cores.
+# The MCP helpers, the fake MCP server, the mcp 1.x scenarios and docs/howto-mcp-sdk1.md on
+# the mcp 1.x SDK (FastMCP, its clients, langchain-mcp-adapters, which requires mcp<2): a venv
+# of its own, built from scratch each time (.venv has mcp 2). One pytest session, plugin on
+# (the scenarios need it; the tests here never use the marker in-process). Under a minute.
 MCP1 := .venv-mcp1
 MCP1_TESTS := tests/unit/test_mcp_serving.py tests/unit/test_mcp_annotations.py \
-	tests/providers/test_mcp.py tests/cases/test_mcp_sessions.py
+	tests/providers/test_mcp.py scenarios/test_mcp1.py scenarios/broken/test_mcp1.py \
+	tests/acceptance/test_docs.py
 
 test-mcp1:
 	rm -rf $(MCP1)
 	$(PYTHON) -m venv $(MCP1)
 	$(MCP1)/bin/python -m pip install --quiet -e . 'mcp>=1.8,<2' langchain-mcp-adapters \
 		pytest-xdist respx
-	$(MCP1)/bin/python -m pytest $(MCP1_TESTS) -n 2 -q -p no:randomly
-	$(MCP1)/bin/python -m pytest -p crashpoints scenarios/test_mcp1.py scenarios/broken/test_mcp1.py \
+	$(MCP1)/bin/python -m pytest -p crashpoints $(MCP1_TESTS) -k 'not test_docs or howto-mcp-sdk1' \
 		-n 2 -q -p no:randomly
 
 # Writes crashpoints-report.json, -junit.xml, -summary.md and -report.html here.

@@ -152,7 +152,7 @@ def test_a_refused_call_applies_nothing(url: str, provider: McpProvider) -> None
 
 def test_a_forgotten_session_is_404_and_a_new_one_works(url: str, provider: McpProvider) -> None:
     provider.faults.lose_sessions(1)
-    with pytest.raises(MCPError, match="not found|Session terminated"):  # mcp 2 | mcp 1
+    with pytest.raises(MCPError, match=r"not found|Session terminated"):  # mcp 2 | mcp 1
         in_session(url, lambda s: s.call_tool("send_email", {"to": "a@example.com"}))
     assert effects(provider) == []
     forgotten = [s["forgotten"] for s in provider.sessions()]
