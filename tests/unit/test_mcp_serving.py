@@ -96,6 +96,19 @@ def test_an_option_that_contradicts_fastmcps_own_settings_is_refused() -> None:
     assert run(same, ADD) == {"result": 3}
 
 
+@pytest.mark.skipif(MAJOR >= 2, reason="mcp 1's FastMCP keeps its endpoint's path in its settings")
+def test_fastmcps_own_endpoint_path_is_where_the_call_goes() -> None:
+    from mcp.server.fastmcp import FastMCP
+
+    built = FastMCP("adder", streamable_http_path="/api/mcp")
+
+    @built.tool()
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    assert run(mcp_server_worker(lambda m, c: built, transport="http"), ADD) == {"result": 3}
+
+
 def test_in_process_the_tool_is_called_too() -> None:
     assert run(mcp_server_worker(lambda m, c: server()), ADD) == {"result": 3}
 
