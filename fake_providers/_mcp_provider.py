@@ -27,7 +27,7 @@ import contextlib
 import json
 import re
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -44,10 +44,37 @@ from ._provider import (
     payload_hash,
 )
 
-if TYPE_CHECKING:
-    from ._mcp import McpServer, McpTool
-
 __all__ = ["McpProvider"]
+
+
+class _Tool(Protocol):
+    """What the provider reads of an ``McpTool`` (``_mcp.py`` describes it; naming it here
+    would make the two modules import each other)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def input_schema(self) -> Mapping[str, Any]: ...
+    @property
+    def read_only(self) -> bool: ...
+    @property
+    def dedupe_by(self) -> tuple[str, ...] | None: ...
+    @property
+    def finds(self) -> str | None: ...
+    @property
+    def writes(self) -> bool: ...
+    def listed(self) -> dict[str, Any]: ...
+
+
+class _Server(Protocol):
+    """What the provider reads of an ``McpServer``."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def stateless(self) -> bool: ...
+    @property
+    def tools(self) -> tuple[_Tool, ...]: ...
 
 #: The handshake-era protocol versions this server speaks, oldest first.
 PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
@@ -87,7 +114,7 @@ def _calls(tool: str) -> Callable[[httpx.Request], bool]:
 class McpProvider(Provider):
     """The provider of an :class:`McpServer` (made by :meth:`McpServer.provider`)."""
 
-    server: McpServer
+    server: _Server
     request_id_header = "X-Request-Id"
     has_search = False
 
@@ -280,7 +307,7 @@ class McpProvider(Provider):
         reply.on_commit = store
         return reply
 
-    def _tool_handler(self, tool: McpTool) -> Callable[[Call], Reply]:
+    def _tool_handler(self, tool: _Tool) -> Callable[[Call], Reply]:
         def handle(call: Call) -> Reply:
             message = _message(call.request) or {}
             rpc_id = message.get("id")
@@ -330,7 +357,7 @@ class McpProvider(Provider):
         return self._result(rpc_id, result)
 
     def _apply(
-        self, call: Call, rpc_id: object, tool: McpTool, arguments: dict[str, Any]
+        self, call: Call, rpc_id: object, tool: _Tool, arguments: dict[str, Any]
     ) -> Reply:
         phash = payload_hash({"tool": tool.name, "arguments": arguments})
         if phash is None:
@@ -366,7 +393,7 @@ class McpProvider(Provider):
         return reply
 
     def _find(
-        self, call: Call, rpc_id: object, tool: McpTool, arguments: dict[str, Any]
+        self, call: Call, rpc_id: object, tool: _Tool, arguments: dict[str, Any]
     ) -> Reply:
         assert tool.finds is not None
         found = [
