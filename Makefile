@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-fast gate lint typecheck clean bench bound2 dist equivalence screenshot stress
+.PHONY: test test-fast test-mcp1 gate lint typecheck clean bench bound2 dist equivalence screenshot stress
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,12 +27,30 @@ typecheck: $(STAMP)
 # ran it in 434 s against 680 s for -n 2, every test passing (tests/README.md).
 WORKERS ?= $(shell $(PYTHON) -c 'import os; print(2 * len(os.sched_getaffinity(0)))')
 
-test: lint typecheck
+# test-mcp1: the MCP support on mcp 1.x, which .venv (mcp 2) cannot show.
+test: lint typecheck test-mcp1
 	$(BIN)/python -m pytest -n $(WORKERS)
 
 # The pure, in-process layer of the suite (tests/unit): seconds, for the edit-test loop.
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest tests/unit
+
+# The MCP helpers, the fake MCP server, the mcp 1.x scenarios and docs/howto-mcp-sdk1.md on
+# the mcp 1.x SDK (FastMCP, its clients, langchain-mcp-adapters, which requires mcp<2): a venv
+# of its own, built from scratch each time (.venv has mcp 2). One pytest session, plugin on
+# (the scenarios need it; the tests here never use the marker in-process). Under a minute.
+MCP1 := .venv-mcp1
+MCP1_TESTS := tests/unit/test_mcp_serving.py tests/unit/test_mcp_annotations.py \
+	tests/providers/test_mcp.py scenarios/test_mcp1.py scenarios/broken/test_mcp1.py \
+	tests/acceptance/test_docs.py
+
+test-mcp1:
+	rm -rf $(MCP1)
+	$(PYTHON) -m venv $(MCP1)
+	$(MCP1)/bin/python -m pip install --quiet -e . 'mcp>=1.8,<2' langchain-mcp-adapters \
+		pytest-xdist respx
+	$(MCP1)/bin/python -m pytest -p crashpoints $(MCP1_TESTS) -k 'not test_docs or howto-mcp-sdk1' \
+		-n 2 -q -p no:randomly
 
 # Writes crashpoints-report.json, -junit.xml, -summary.md and -report.html here.
 gate: $(STAMP)
@@ -73,4 +91,4 @@ dist: $(STAMP)
 	$(BIN)/check-wheel-contents dist/*.whl
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis dist
+	rm -rf $(VENV) $(MCP1) .pytest_cache .mypy_cache .ruff_cache .hypothesis dist

@@ -13,6 +13,8 @@ Every error descends from :class:`CrashpointsError` and says what went wrong and
     ├── ProviderRejected          the provider refused the request before applying any effect
     ├── CommandFailed             a worker or recovery command exited non-zero or by a signal
     ├── ScriptError               the fake model's script is malformed or has no answer (ValueError)
+    ├── DependencyError           a library a feature needs is missing, or of a version it does
+    │                             not support (ImportError)
     └── HarnessError              the fault-injection harness could not do what was asked
         ├── HarnessUsageError     a bad fault, timeout, clock move or authority change (ValueError)
         ├── WorkerNotPaused       a worker did not reach (or is not at) the gate being waited on
@@ -25,6 +27,7 @@ __all__ = [
     "ArgumentsError",
     "CommandFailed",
     "CrashpointsError",
+    "DependencyError",
     "HarnessError",
     "HarnessUsageError",
     "IdempotencyKeyConflict",
@@ -139,6 +142,11 @@ class CommandFailed(CrashpointsError):
 class ScriptError(CrashpointsError, ValueError):
     """The fake model's script is malformed, or has no answer for what the agent asked (a
     turn it does not have, a tool the request does not offer, a function that raised)."""
+
+
+class DependencyError(CrashpointsError, ImportError):
+    """A library a feature needs is not installed, or is installed in a version the feature
+    does not support. The message names the version installed (if any) and what to install."""
 
 
 class HarnessError(CrashpointsError):

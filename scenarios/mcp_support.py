@@ -1,7 +1,7 @@
 """A support agent that reaches its tools over MCP: the official ``mcp`` client, unchanged.
 
 For a ticket it refunds the charge and e-mails the customer, each a ``tools/call`` to the
-support team's MCP server. The server (``TOOLS``, a fake of it) honours its
+support team's MCP server. The server (``TOOLS`` in ``support_tools.py``, a fake of it) honours its
 ``idempotentHint``: ``refund`` and ``send_email`` take the ticket's id, and a second call with
 the same ticket answers the first result and does nothing new. The agent passes the ticket's id,
 so a worker killed after a tool ran (B), or a ticket delivered again, refunds and e-mails once.
@@ -23,35 +23,10 @@ import httpx2
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from fake_providers import McpServer, McpTool
 from pytest_crashpoints import Context
+from scenarios.support_tools import PLAIN_TOOLS, TICKET, TOOLS
 
-TICKET = {"task_id": "ticket-31", "charge_id": "ch_31", "amount": 1500,
-          "email": "ada@customer.example"}
-
-_REFUND = McpTool(
-    "refund",
-    description="Refund a charge, once per ticket.",
-    input_schema={"type": "object", "required": ["ticket_id", "charge_id", "amount"]},
-    idempotent=True,
-    dedupe_by=("ticket_id",),
-)
-_FIND = McpTool("find_email", description="E-mails sent for a ticket.", read_only=True,
-                finds="send_email")
-_SCHEMA = {"type": "object", "required": ["ticket_id", "to", "body"]}
-TOOLS = McpServer(
-    "support-tools",
-    _REFUND,
-    McpTool("send_email", description="E-mail a customer, once per ticket.",
-            input_schema=_SCHEMA, idempotent=True, dedupe_by=("ticket_id",)),
-    _FIND,
-)
-PLAIN_TOOLS = McpServer(
-    "support-tools",
-    _REFUND,
-    McpTool("send_email", description="E-mail a customer.", input_schema=_SCHEMA),
-    _FIND,
-)
+__all__ = ["PLAIN_TOOLS", "TICKET", "TOOLS", "call_tool", "handle_ticket"]
 
 
 async def call_tool(url: str, key: str, tool: str, arguments: Mapping[str, Any]) -> Any:

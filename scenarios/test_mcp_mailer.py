@@ -13,15 +13,11 @@ from typing import Any
 import pytest
 
 pytest.importorskip("mcp", reason="the mcp SDK is an agents extra: pip install -e .[agents]")
+pytest.importorskip("mcp.server.mcpserver", reason="mcp 2's API; mcp 1.x: test_mcp1.py")
 
-from pytest_crashpoints import Context, SQLiteLedgerView, State
+from pytest_crashpoints import Context
 from pytest_crashpoints.mcp import mcp_annotations, mcp_server_worker
-from scenarios.mcp_mailer import build
-
-CALL = {"task_id": "ticket-9", "tool": "send_email",
-        "arguments": {"ticket_id": "ticket-9", "to": "ada@customer.example", "body": "Fixed."}}
-STATES = {"sending": State.DISPATCHED, "sent": State.OUTCOME_CONFIRMED,
-          "review": State.MANUAL_REVIEW}
+from scenarios.mcp_mailer import CALL, build, sent
 
 
 def server_for(call: dict[str, Any] | None, ctx: Context | None, *, claim: bool = True) -> Any:
@@ -29,11 +25,6 @@ def server_for(call: dict[str, Any] | None, ctx: Context | None, *, claim: bool 
         return build(api_url="", api_key="", db="", claim=claim)
     return build(api_url=ctx.base_url("email"), api_key=ctx.api_key("email", call["task_id"]),
                  db=str(ctx.env.path / "mailer.db"), claim=claim)
-
-
-def sent(ctx: Context) -> SQLiteLedgerView:
-    return SQLiteLedgerView(ctx.env.path / "mailer.db", table="sent", states=STATES,
-                            columns={"attempt_id": "ticket_id", "state": "status"})
 
 
 @pytest.mark.crashpoints(points="ABCD", providers=["email"], mode="exhaustive",
@@ -50,3 +41,14 @@ def test_the_same_server_over_streamable_http(crashpoints):
     # message delivered again sends the same JSON-RPC request id to the restarted server.
     crashpoints.run(worker=mcp_server_worker(server_for, transport="http"), messages=[CALL],
                     ledger_view=sent, invariants=mcp_annotations(server_for(None, None), [CALL]))
+
+
+@pytest.mark.crashpoints(points="ABCD", providers=["email"], mode="exhaustive",
+                         strict_coverage=False)
+def test_the_same_server_deployed_stateless_with_json_answers(crashpoints):
+    # As it runs behind a load balancer: run("streamable-http", stateless_http=True,
+    # json_response=True). No session, every request on its own, one JSON body per answer.
+    worker = mcp_server_worker(server_for, transport="http", stateless_http=True,
+                               json_response=True)
+    crashpoints.run(worker=worker, messages=[CALL], ledger_view=sent,
+                    invariants=mcp_annotations(server_for(None, None), [CALL]))

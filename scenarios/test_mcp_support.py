@@ -10,15 +10,25 @@ from __future__ import annotations
 import pytest
 
 pytest.importorskip("mcp", reason="the mcp SDK is an agents extra: pip install -e .[agents]")
+pytest.importorskip("mcp.server.mcpserver", reason="mcp 2's API; mcp 1.x: test_mcp1.py")
 
 import functools
 
 from scenarios.mcp_support import PLAIN_TOOLS, TICKET, TOOLS, handle_ticket
+from scenarios.support_tools import STATELESS_TOOLS
 
 
 @pytest.mark.crashpoints(points="BCDF", providers=[TOOLS], mode="exhaustive",
                          strict_coverage=False)
 def test_one_refund_and_one_email_over_mcp(crashpoints):
+    crashpoints.run(worker=handle_ticket, messages=[TICKET])
+
+
+@pytest.mark.crashpoints(points="BCDF", providers=[STATELESS_TOOLS], mode="exhaustive",
+                         strict_coverage=False)
+def test_one_refund_and_one_email_on_a_stateless_server(crashpoints):
+    # Deployed stateless: no session to forget (the summary says it is not applicable);
+    # every other fault, requests sent twice included.
     crashpoints.run(worker=handle_ticket, messages=[TICKET])
 
 

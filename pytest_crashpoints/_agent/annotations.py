@@ -11,8 +11,10 @@ the providers' journals like every invariant:
   same arguments (a message delivered again, a client's retry) made no effect the fault-free
   run did not make once.
 
-Nothing here imports ``mcp`` for a server with a ``list_tools()`` of its own (``MCPServer``);
-a low-level ``Server`` is asked through the SDK's in-process client.
+A tool that declares no annotations claims nothing, and neither check holds it to anything.
+An ``MCPServer`` (mcp 2) or FastMCP (mcp 1) is read through its own ``list_tools()``, a
+low-level ``Server`` through the SDK's in-process client (``mcp_sdk``); an object of your own
+with a ``list_tools()`` is read without importing ``mcp``.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..errors import CrashpointsError
+from . import mcp_sdk
 
 __all__ = ["mcp_annotations"]
 
@@ -55,32 +58,22 @@ def _awaited(found: Any) -> Any:
     )
 
 
-async def _listed_by_client(server: object) -> Any:
-    """A low-level ``Server`` (no ``list_tools()`` of its own): asked through the SDK's
-    in-process client, as any client would ask it."""
-    from mcp import Client
-
-    async with Client(server) as client:  # type: ignore[arg-type]
-        return await client.list_tools()
-
-
 def _claims(tools: object) -> dict[str, tuple[bool, bool]]:
     """Each tool's (readOnlyHint, idempotentHint), from a server or a mapping."""
     if isinstance(tools, Mapping):
         listed: list[tuple[str, object]] = [(str(k), v) for k, v in tools.items()]
-    elif callable(getattr(tools, "list_tools", None)) or type(tools).__module__.startswith(
-        "mcp."
-    ):
-        if callable(getattr(tools, "list_tools", None)):
-            found = _awaited(tools.list_tools())  # type: ignore[attr-defined]
-        else:
-            found = _awaited(_listed_by_client(tools))
+    elif type(tools).__module__.startswith("mcp."):
+        # The SDK's servers, 1.x or 2.x (a low-level Server through its in-process client).
+        listed = _awaited(mcp_sdk.listed_tools(tools, "mcp_annotations"))
+    elif callable(getattr(tools, "list_tools", None)):
+        found = _awaited(tools.list_tools())  # type: ignore[attr-defined]
         tools_of = getattr(found, "tools", found)
         listed = [(str(t.name), getattr(t, "annotations", None)) for t in tools_of]
     else:
         raise CrashpointsError(
-            f"mcp_annotations() takes an MCP server (an MCPServer, a low-level Server, or "
-            f"anything with list_tools()) or a dict {{tool name: annotations}}, not {tools!r}"
+            f"mcp_annotations() takes an MCP server (an MCPServer, a FastMCP, a low-level "
+            f"Server, or anything with list_tools()) or a dict {{tool name: annotations}}, "
+            f"not {tools!r}"
         )
     return {
         name: (
@@ -96,8 +89,9 @@ def mcp_annotations(
 ) -> list[Check]:
     """The annotations of the tools ``messages`` call, as two invariants of your own.
 
-    ``tools`` is your MCP server (an ``MCPServer`` or a low-level ``Server``: anything whose
-    ``list_tools()`` lists the tools) or a dict ``{tool name: annotations}``;
+    ``tools`` is your MCP server (an ``MCPServer``, a FastMCP of mcp 1, a low-level
+    ``Server``, or anything whose ``list_tools()`` lists the tools) or a dict
+    ``{tool name: annotations}``;
     ``messages[i][tool_key]`` names the tool message ``i`` calls. Raises
     :class:`~pytest_crashpoints.CrashpointsError` for a message without a tool, or naming one
     the server does not have.

@@ -8,22 +8,28 @@ client calling again with the same arguments, as MCP clients do after a timeout.
 
 Two transports:
 
-- ``"memory"``: the SDK's own ``Client(server)``, in process (no HTTP);
-- ``"http"``: the server's own streamable HTTP app (``server.streamable_http_app()``, what
-  ``server.run("streamable-http")`` serves) on a loopback port of the worker's process, under
-  uvicorn, and the call as a client sends it on the wire: ``initialize``, the
-  ``Mcp-Session-Id`` it answers, ``notifications/initialized``, then ``tools/call`` with the
-  message's JSON-RPC id (``"request_id"``, 1 if absent). A message delivered again after a
-  kill sends the same request id to the restarted server, as a client retrying its request
-  does; give each delivery its own id in your messages to test the other kind of retry.
+- ``"memory"``: the SDK's own in-process client (mcp 2's ``Client(server)``, mcp 1's
+  connected memory session), no HTTP;
+- ``"http"``: the server's own streamable HTTP app (what ``run("streamable-http")`` serves)
+  on a loopback port of the worker's process, under uvicorn, served as its owner runs it:
+  stateful or stateless (``stateless_http``), answering with an event stream or one JSON
+  body (``json_response``); mcp 1's FastMCP keeps both in its settings, mcp 2 takes them with
+  the app. The call goes as a client sends it on the wire: ``initialize``, the
+  ``Mcp-Session-Id`` it answers (none from a stateless server), ``notifications/initialized``,
+  then ``tools/call`` with the message's JSON-RPC id (``"request_id"``, 1 if absent). A
+  message delivered again after a kill sends the same request id to the restarted server, as
+  a client retrying its request does; give each delivery its own id in your messages to test
+  the other kind of retry.
 
-Nothing here imports ``mcp`` or uvicorn until a worker runs.
+Nothing here imports ``mcp`` or uvicorn until a worker runs (mcp 1.8 or later, 1.x or 2.x:
+``mcp_sdk``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import socket
 import threading
@@ -31,6 +37,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Literal
 
 from ..errors import CrashpointsError, HarnessUsageError
+from . import mcp_sdk
 
 __all__ = ["McpCallError", "mcp_server_worker"]
 
@@ -39,6 +46,15 @@ Transport = Literal["memory", "http"]
 PROTOCOL_VERSION = "2025-06-18"
 _STARTUP_SECONDS = 20.0
 _CALL_SECONDS = 60.0
+_FEATURE = "mcp_server_worker"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Options:
+    """How the ``http`` transport serves the server (``None``: as the server is configured)."""
+
+    stateless_http: bool | None = None
+    json_response: bool | None = None
 
 
 class McpCallError(RuntimeError):
@@ -69,24 +85,27 @@ def _text(content: object) -> str:
 
 
 async def _call_in_memory(server: Any, tool: str, arguments: dict[str, Any]) -> Any:
-    from mcp import Client
-
-    async with Client(server) as client:
+    async with mcp_sdk.in_process(server, _FEATURE) as client:
         result = await client.call_tool(tool, arguments)
-    if result.is_error:
-        raise McpCallError(f"{tool} answered an error: {_text(result.content)}")
-    if result.structured_content is not None:
-        return result.structured_content
-    return _text(result.content)
+    is_error, structured, content = mcp_sdk.tool_result(result)
+    if is_error:
+        raise McpCallError(f"{tool} answered an error: {_text(content)}")
+    if structured is not None:
+        return structured
+    return _text(content)
 
 
 @contextlib.asynccontextmanager
-async def _serving(server: Any) -> AsyncIterator[str]:
+async def _serving(server: Any, options: _Options) -> AsyncIterator[str]:
     """The server's streamable HTTP app under uvicorn on a loopback port, in a thread of this
-    process; yields its URL. Stopped (and its thread joined) on the way out."""
+    process, served as ``options`` say; yields its endpoint's URL. Stopped (and its thread
+    joined) on the way out."""
     import uvicorn
 
-    app = server.streamable_http_app()
+    app, serving = mcp_sdk.serving_app(
+        server, stateless_http=options.stateless_http, json_response=options.json_response,
+        feature=_FEATURE,
+    )
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", 0))
@@ -114,7 +133,7 @@ async def _serving(server: Any) -> AsyncIterator[str]:
                        f"{_STARTUP_SECONDS:.0f} s)")
                 )
             await asyncio.sleep(0.005)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}{serving.path}"
     finally:
         served.should_exit = True
         await asyncio.to_thread(thread.join, _STARTUP_SECONDS)
@@ -150,12 +169,12 @@ def _answer(response: Any, rpc_id: object) -> dict[str, Any]:
 
 
 async def _call_over_http(
-    server: Any, tool: str, arguments: dict[str, Any], request_id: object
+    server: Any, tool: str, arguments: dict[str, Any], request_id: object, options: _Options
 ) -> Any:
     import httpx
 
     headers = {"Accept": "application/json, text/event-stream"}
-    async with _serving(server) as url, httpx.AsyncClient(timeout=_CALL_SECONDS) as http:
+    async with _serving(server, options) as url, httpx.AsyncClient(timeout=_CALL_SECONDS) as http:
         initialize = {
             "jsonrpc": "2.0", "id": "crashpoints-initialize", "method": "initialize",
             "params": {"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
@@ -184,10 +203,18 @@ async def _call_over_http(
     return _text(result.get("content"))
 
 
+def _flag(name: str, value: object) -> bool | None:
+    if value is not None and not isinstance(value, bool):
+        raise HarnessUsageError(f"mcp_server_worker({name}={value!r}): give True, False or None")
+    return value
+
+
 def mcp_server_worker(
     build: Callable[[Any, Any], Any],
     *,
     transport: Transport = "memory",
+    stateless_http: bool | None = None,
+    json_response: bool | None = None,
     tool_key: str = "tool",
     arguments_key: str = "arguments",
     request_id_key: str = "request_id",
@@ -199,9 +226,18 @@ def mcp_server_worker(
     its database under ``ctx.env.path``. ``message[tool_key]`` names the tool,
     ``message[arguments_key]`` holds its arguments, ``message[request_id_key]`` the JSON-RPC
     id of the ``tools/call`` (``"http"`` only; 1 if absent). ``transport``: ``"memory"`` (the
-    SDK's ``Client(server)``) or ``"http"`` (the server's streamable HTTP app on loopback).
-    The worker returns the tool's structured result (or its text) and raises
-    :class:`McpCallError` when the call fails.
+    SDK's in-process client) or ``"http"`` (the server's streamable HTTP app on loopback).
+    With ``"http"``, ``stateless_http=True`` serves it stateless (no session: every request
+    stands alone) and ``json_response=True`` answers each POST with one JSON body instead of
+    an event stream, as ``run("streamable-http", stateless_http=..., json_response=...)``
+    does; ``None`` (the default) serves it as it is configured (mcp 1's FastMCP settings, or
+    the SDK's defaults: sessions and event streams). The worker returns the tool's structured
+    result (or its text) and raises :class:`McpCallError` when the call fails.
+
+    Raises :class:`~pytest_crashpoints.errors.HarnessUsageError` for a bad transport, a
+    ``build`` that is no function, or HTTP options with ``transport="memory"``, and
+    :class:`~pytest_crashpoints.errors.DependencyError` when the ``mcp`` SDK is missing or
+    older than 1.8.
     """
     if transport not in ("memory", "http"):
         raise HarnessUsageError(
@@ -213,13 +249,23 @@ def mcp_server_worker(
             f"mcp_server_worker(build): build must be a function (message, ctx) -> your MCP "
             f"server, not {build!r}"
         )
+    options = _Options(_flag("stateless_http", stateless_http),
+                       _flag("json_response", json_response))
+    if transport == "memory" and options != _Options():
+        raise HarnessUsageError(
+            "mcp_server_worker(stateless_http=..., json_response=...) shape the streamable "
+            "HTTP transport; the 'memory' transport has no HTTP: pass transport='http'"
+        )
+    mcp_sdk.installed(_FEATURE)
 
     async def mcp_server(message: Any, ctx: Any) -> Any:
         tool, arguments = _call_of(message, tool_key, arguments_key)
         server = build(message, ctx)
         if transport == "memory":
             return await _call_in_memory(server, tool, arguments)
-        return await _call_over_http(server, tool, arguments, message.get(request_id_key, 1))
+        return await _call_over_http(
+            server, tool, arguments, message.get(request_id_key, 1), options
+        )
 
     mcp_server.__qualname__ = mcp_server.__name__ = f"mcp_server_worker({transport})"
     return mcp_server

@@ -37,6 +37,12 @@ class CrashMarker:
     engine: str | None = None
     #: The kinds of fault to inject (``FAULT_KINDS``); ``None``: every kind ``points`` allows.
     faults: tuple[str, ...] | None = None
+    #: The kinds left out of every kind ``points`` allows (``faults=["-kind", ...]``).
+    faults_left_out: tuple[str, ...] = ()
+
+
+#: Fields of :class:`CrashMarker` that are read from another keyword, not keywords themselves.
+_DERIVED = frozenset({"faults_left_out"})
 
 
 def _points(value: object) -> tuple[str, ...]:
@@ -125,32 +131,75 @@ def _expect(value: object) -> tuple[int | str, ...]:
     return tuple(sorted(set(out), key=invariant_key))
 
 
-def _faults(value: object, points: tuple[str, ...]) -> tuple[str, ...] | None:
-    """The chosen fault kinds, each allowed by ``points``."""
+def _faults(
+    value: object, points: tuple[str, ...]
+) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
+    """``faults=``: the kinds chosen (each allowed by ``points``), or, when every entry is
+    ``"-kind"``, the kinds left out of the default; ``(chosen or None, left out)``."""
     from .._harness.case.schedule import FAULT_KINDS
 
     if value is None:
-        return None
+        return None, ()
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, Iterable):
         raise CrashpointsError(f"faults={value!r} is not a list of fault kinds")
-    chosen: list[str] = []
-    for item in items:
-        if item not in FAULT_KINDS:
+    items = list(items)
+    dashed = [isinstance(item, str) and item.startswith("-") for item in items]
+    if any(dashed) and not all(dashed):
+        raise CrashpointsError(
+            f"faults={value!r} mixes kinds to try with kinds to leave out ('-kind'); name "
+            "only the kinds to try, or only the kinds to leave out, each with a '-'"
+        )
+    kinds = [item[1:] if leave else item for item, leave in zip(items, dashed, strict=True)]
+    for kind, item in zip(kinds, items, strict=True):
+        if not isinstance(kind, str) or kind not in FAULT_KINDS:
             raise CrashpointsError(
                 f"faults={value!r}: {item!r} is not a kind of fault; the kinds are "
-                f"{', '.join(FAULT_KINDS)}"
+                f"{', '.join(FAULT_KINDS)} (each may be left out as '-kind')"
             )
-        needs = FAULT_KINDS[item]
-        own = item == "kill" and any(p not in ("D", "E", "F") for p in points)
-        if not (needs & set(points)) and not own:
-            shown = "".join(points) if all(len(p) == 1 for p in points) else repr(points)
+        if not _allowed(kind, points):
+            needs = " or ".join(sorted(FAULT_KINDS[kind]))
             raise CrashpointsError(
-                f"faults={value!r}: {item!r} needs point(s) {' or '.join(sorted(needs))} in "
-                f"points, which are {shown}"
+                f"faults={value!r}: {item!r} leaves out {kind}, which points "
+                f"{_shown(points)} never try (it needs point(s) {needs}); drop {item!r}"
+                if dashed[0]
+                else f"faults={value!r}: {item!r} needs point(s) {needs} in points, which "
+                f"are {_shown(points)}"
             )
-        chosen.append(item)
-    return _distinct(chosen, "faults is empty; name at least one kind of fault, or leave it out")
+    if not (items and dashed[0]):
+        chosen = _distinct(kinds, "faults is empty; name at least one kind of fault, or leave "
+                           "it out")
+        return chosen, ()
+    return None, _left_out(value, tuple(dict.fromkeys(kinds)), points)
+
+
+def _allowed(kind: str, points: tuple[str, ...]) -> bool:
+    from .._harness.case.schedule import FAULT_KINDS
+
+    own = kind == "kill" and any(p not in ("D", "E", "F") for p in points)
+    return bool(FAULT_KINDS[kind] & set(points)) or own
+
+
+def _shown(points: tuple[str, ...]) -> str:
+    return "".join(points) if all(len(p) == 1 for p in points) else repr(points)
+
+
+def _left_out(value: object, left: tuple[str, ...], points: tuple[str, ...]) -> tuple[str, ...]:
+    """Kinds left out of the default: each one the default tries, and some kind left."""
+    from .._harness.case.schedule import FAULT_KINDS
+
+    if "backup_restore" in left:
+        raise CrashpointsError(
+            f"faults={value!r}: backup_restore is tried only when chosen, so there is nothing "
+            "to leave out; drop '-backup_restore'"
+        )
+    tried = [k for k in FAULT_KINDS if k != "backup_restore" and _allowed(k, points)]
+    if not set(tried) - set(left):
+        raise CrashpointsError(
+            f"faults={value!r} leaves out every kind of fault points {_shown(points)} allow; "
+            "leave some kind in, or drop the test's marker"
+        )
+    return left
 
 
 def parse_marker(args: tuple[Any, ...], kwargs: dict[str, Any]) -> CrashMarker:
@@ -159,7 +208,7 @@ def parse_marker(args: tuple[Any, ...], kwargs: dict[str, Any]) -> CrashMarker:
         raise CrashpointsError(
             f"takes at most one positional argument (points), got {len(args)}: {args!r}"
         )
-    known = {field.name for field in dataclasses.fields(CrashMarker)}
+    known = {field.name for field in dataclasses.fields(CrashMarker)} - _DERIVED
     unknown = sorted(set(kwargs) - known)
     if unknown:
         raise CrashpointsError(
@@ -193,6 +242,7 @@ def parse_marker(args: tuple[Any, ...], kwargs: dict[str, Any]) -> CrashMarker:
     if strict is not None and not isinstance(strict, bool):
         raise CrashpointsError(f"strict_coverage={strict!r} is not True or False")
     points = _points(raw_points)
+    faults, faults_left_out = _faults(kwargs.get("faults"), points)
     return CrashMarker(
         points=points,
         providers=_providers(kwargs.get("providers", ())),
@@ -204,5 +254,6 @@ def parse_marker(args: tuple[Any, ...], kwargs: dict[str, Any]) -> CrashMarker:
         strict_coverage=strict,
         expect=_expect(kwargs.get("expect")),
         engine=engine,
-        faults=_faults(kwargs.get("faults"), points),
+        faults=faults,
+        faults_left_out=faults_left_out,
     )

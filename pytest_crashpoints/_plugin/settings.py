@@ -38,6 +38,7 @@ def resolve(marker: CrashMarker, options: SessionOptions, *, seed: int | None) -
         jobs=_jobs(marker, options),
         jobs_auto=options.jobs == "auto",
         faults=marker.faults,
+        faults_left_out=marker.faults_left_out,
         # A replay is one schedule: there is nothing to split.
         shard=None if options.replay is not None else options.shard,
     )

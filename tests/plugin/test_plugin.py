@@ -243,6 +243,29 @@ def test_verdicts_agree_under_xdist_and_the_summary_aggregates(pytester: pytest.
         ),
         ('providers=["email"], faults=[]', "faults is empty; name at least one kind"),
         ('providers=["email"], faults=3', "faults=3 is not a list of fault kinds"),
+        (
+            'providers=["email"], faults=["kill", "-refuse"]',
+            "mixes kinds to try with kinds to leave out ('-kind'); name only the kinds to try",
+        ),
+        (
+            'providers=["email"], faults="-forget_sesion"',
+            "'-forget_sesion' is not a kind of fault; the kinds are kill, * (each may be left "
+            "out as '-kind')",
+        ),
+        (
+            'points="BCD", providers=["email"], faults="-forget_session"',
+            "'-forget_session' leaves out forget_session, which points BCD never try (it needs "
+            "point(s) F); drop '-forget_session'",
+        ),
+        (
+            'providers=["email"], faults=["-backup_restore"]',
+            "backup_restore is tried only when chosen, so there is nothing to leave out",
+        ),
+        (
+            'points="B", providers=["email"], faults=["-kill", "-lose_response", "-power_loss",'
+            ' "-recovery_kill"]',
+            "leaves out every kind of fault points B allow",
+        ),
     ],
 )
 def test_bad_marker_arguments_give_one_clear_error(

@@ -79,6 +79,19 @@ def test_the_annotations_are_read_from_a_server_as_the_sdk_lists_them() -> None:
     assert list(idempotent(evidence([effect(0, "a"), effect(0, "b")], [expected(0)])))
 
 
+def test_a_tool_listed_with_no_annotations_is_held_to_nothing() -> None:
+    """A tool that declares no annotations (``annotations`` absent: ``None``) claims nothing:
+    a second effect of its call is invariant 1's to judge, not an annotation's."""
+
+    class Server:
+        async def list_tools(self) -> list[Any]:
+            return [types.SimpleNamespace(name="send_email", annotations=None)]
+
+    checks = mcp_annotations(Server(), [{"tool": "send_email"}])
+    twice = evidence([effect(0, "a"), effect(0, "b")], [expected(0)])
+    assert run(checks, twice) == {"mcp_read_only_hint": [], "mcp_idempotent_hint": []}
+
+
 @pytest.mark.parametrize(
     ("tools", "messages", "message"),
     [

@@ -11,6 +11,9 @@ from typing import Any
 import pytest
 
 pytest.importorskip("mcp", reason="the mcp SDK is an agents extra: pip install -e .[agents]")
+# mcp 2's API (MCPServer, a low-level Server built from handlers); mcp 1's in
+# test_mcp_serving.py.
+pytest.importorskip("mcp.server.mcpserver", reason="mcp 2's MCPServer; this is mcp 1")
 
 from mcp import types
 from mcp.server import Server

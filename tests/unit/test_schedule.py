@@ -12,8 +12,10 @@ from hypothesis import given, settings
 from pytest_crashpoints._harness.case.schedule import KIND_LABELS, between_calls
 from pytest_crashpoints._harness.search.space import (
     Space,
+    _single_faults,
     covering_schedules,
     enumerate_schedules,
+    fault_kind,
     probe_kills,
     schedules,
     unplaced_faults,
@@ -307,7 +309,8 @@ def test_work_left_in_flight_at_the_last_tool_call_meets_the_same_faults() -> No
 def test_fault_kinds_partition_the_single_faults() -> None:
     """``faults=``: each kind keeps its own schedules; together they are every schedule."""
     space = dataclasses.replace(  # an MCP server's sessions, failed commits, power losses too
-        TWO_CALLS, sessions=("email",), points=TWO_CALLS.points | {"db.commit"},
+        TWO_CALLS, sessions=("email",), duplicating=("email",),
+        points=TWO_CALLS.points | {"db.commit"},
         reachable=({**TWO_CALLS.reachable[0], "db.commit": 2}, TWO_CALLS.reachable[1]),
         lossy=((("jobs.db", "wal/1"),), ()),
     )
@@ -424,6 +427,29 @@ def test_a_forgotten_session_only_for_a_provider_that_keeps_sessions() -> None:
         Refuse("email", 1, "gone")  # type: ignore[arg-type]
 
 
+def test_a_stateless_mcp_server_gets_requests_twice_but_never_a_forgotten_session() -> None:
+    stateless = dataclasses.replace(TWO_CALLS, duplicating=("email",))  # no sessions
+    steps = [step for s in _singles(stateless) for step in s.steps]
+    assert any(isinstance(step, DuplicateRequest) and step.provider == "email" for step in steps)
+    assert not any(isinstance(step, Refuse) and step.variant == "session" for step in steps)
+    assert any(isinstance(step, Refuse) and step.provider == "email" for step in steps)
+
+
+def test_kinds_left_out_are_never_tried_and_the_rest_are() -> None:
+    """``faults=["-forget_session"]``: every default kind but that one."""
+    space = dataclasses.replace(TWO_CALLS, sessions=("email",), duplicating=("email",))
+    every = set(_singles(space))
+    without = set(_singles(dataclasses.replace(space, left_out=frozenset({"forget_session"}))))
+    forgets = {
+        s for s in every if any(isinstance(x, Refuse) and x.variant == "session" for x in s.steps)
+    }
+    assert forgets and without == every - forgets
+    no_kills = dataclasses.replace(space, left_out=frozenset({"kill", "duplicate_delivery"}))
+    kinds = {fault_kind(fault) for fault in _single_faults(no_kills)}
+    assert "kill" not in kinds and "duplicate_delivery" not in kinds
+    assert {"lose_response", "refuse", "forget_session", "concurrent_delivery"} <= kinds
+
+
 def test_no_probe_for_faults_of_recovery_the_test_did_not_choose() -> None:
     assert probe_kills(SPACE)
     assert probe_kills(dataclasses.replace(SPACE, kinds=frozenset({"lose_response"}))) == []
@@ -455,7 +481,7 @@ def test_a_failed_commit_at_every_commit_of_the_worker_with_db_commit_declared()
 
 
 def test_a_duplicated_request_only_for_an_mcp_server_and_with_d() -> None:
-    space = dataclasses.replace(TWO_CALLS, sessions=("email",))
+    space = dataclasses.replace(TWO_CALLS, duplicating=("email",))
     duplicated = {
         (step.provider, step.nth)
         for s in _singles(space) for step in s.steps if isinstance(step, DuplicateRequest)
@@ -477,7 +503,8 @@ def test_covering_schedules_label_every_kind_of_fault() -> None:
     """Hypothesis's top-up (one schedule per kind no draw reached) labels each kind it adds:
     a failed commit and a request sent twice included (they raised an AssertionError)."""
     space = dataclasses.replace(
-        TWO_CALLS, sessions=("email",), points=TWO_CALLS.points | {"db.commit"},
+        TWO_CALLS, sessions=("email",), duplicating=("email",),
+        points=TWO_CALLS.points | {"db.commit"},
         reachable=({**TWO_CALLS.reachable[0], "db.commit": 2}, TWO_CALLS.reachable[1]),
         lossy=((("jobs.db", "wal/1"),), ()),
     )
@@ -503,3 +530,20 @@ def test_a_provider_fault_refuses_a_bad_nth_or_variant(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         make()
+
+
+def test_kinds_left_out_take_from_coverage_only_the_points_nothing_else_reaches() -> None:
+    """A point stays declared while a kind of fault left in reaches it: B needs its kills, D
+    either second delivery, E an authority change, F a lookup failure."""
+    from pytest_crashpoints._harness.search.explore import CrashSettings, _declared
+
+    points = ("A", "B", "C", "D", "E", "F")
+
+    def declared(*left_out: str) -> tuple[str, ...]:
+        return _declared(CrashSettings(points=points, faults_left_out=left_out))
+
+    assert declared() == declared("forget_session", "refuse", "lose_response") == points
+    assert declared("kill") == ("D", "E", "F")
+    assert declared("duplicate_delivery") == points  # two workers at once still reach D
+    assert declared("duplicate_delivery", "concurrent_delivery") == ("A", "B", "C", "E", "F")
+    assert declared("authority_change", "lookup_failure") == ("A", "B", "C", "D")

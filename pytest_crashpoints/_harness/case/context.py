@@ -108,7 +108,8 @@ class ProviderSpec:
 
     @property
     def has_sessions(self) -> bool:
-        """Whether the provider keeps sessions a fault can make it forget (an MCP server)."""
+        """Whether the provider keeps sessions a fault can make it forget (an MCP server that
+        is not stateless)."""
         return bool(getattr(self.api, "has_sessions", False))
 
     @property
@@ -119,6 +120,17 @@ class ProviderSpec:
         from fake_providers import PROVIDERS
 
         return getattr(PROVIDERS[self.name], "protocol", "http") == "smtp"
+
+    @property
+    def stateless(self) -> bool:
+        """Whether the provider is an MCP server deployed stateless: no session to forget."""
+        return bool(getattr(self.api, "stateless", False))
+
+    @property
+    def duplicates_requests(self) -> bool:
+        """Whether a request to the provider may arrive twice (an MCP server: a proxy's
+        retry of the same JSON-RPC request)."""
+        return bool(getattr(self.api, "duplicates_requests", False))
 
     @property
     def is_model(self) -> bool:

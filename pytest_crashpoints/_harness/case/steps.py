@@ -842,7 +842,7 @@ class CaseRun:
         elif isinstance(step, schedule.LoseResponse):
             faults.lose_responses(1, after=step.nth - 1, variant=step.variant)
         elif isinstance(step, schedule.DuplicateRequest):
-            if not getattr(self.world.env.spec(step.provider), "has_sessions", False):
+            if not getattr(self.world.env.spec(step.provider), "duplicates_requests", False):
                 raise CrashpointsError(
                     f"schedule step {step} duplicates a request to {step.provider!r}, which is "
                     "not an MCP server (only an MCP server's requests are sent twice)."
@@ -859,7 +859,8 @@ class CaseRun:
                 if not getattr(self.world.env.spec(step.provider), "has_sessions", False):
                     raise CrashpointsError(
                         f"schedule step {step} forgets a session of {step.provider!r}, which "
-                        "keeps none (only an MCP server does)."
+                        "keeps none (only an MCP server with sessions does, not a stateless "
+                        "one)."
                     )
                 faults.lose_sessions(1, after=step.nth - 1)
             else:

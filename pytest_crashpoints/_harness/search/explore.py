@@ -80,6 +80,8 @@ class CrashSettings:
     #: The kinds of fault to inject (``schedule.FAULT_KINDS``); ``None``: every kind the
     #: points allow.
     faults: tuple[str, ...] | None = None
+    #: The kinds of fault left out of those ``faults`` allows (the marker's ``"-kind"``).
+    faults_left_out: tuple[str, ...] = ()
     #: ``(K, N)``: run shard K of N of the schedules (``None``: all of them). Exhaustive
     #: mode runs the faulted schedules whose enumeration index ``i`` has ``i % N == K - 1``;
     #: Hypothesis runs ``max_examples / N`` (rounded up) with a seed of the shard's own.
@@ -114,6 +116,7 @@ def _space(
     golden: CaseResult,
     points: Iterable[str],
     faults: Iterable[str] | None = None,
+    left_out: Iterable[str] = (),
 ) -> Space:
     messages = range(len(scenario.messages))
     effects: list[dict[str, int]] = [{} for _ in messages]
@@ -135,6 +138,8 @@ def _space(
         effects=tuple(effects),
         searching=tuple(spec.name for spec in specs if spec.has_search),
         sessions=tuple(spec.name for spec in specs if spec.has_sessions),
+        duplicating=tuple(spec.name for spec in specs if spec.duplicates_requests),
+        left_out=frozenset(left_out),
         own_a=tuple(golden.delivery_own_a.get(i, 0) for i in messages),
         recovers=scenario.recover is not None,
         kinds=None if faults is None else frozenset(faults),
@@ -148,7 +153,8 @@ def _declared(settings: CrashSettings) -> tuple[str, ...]:
     chooses its kinds of fault, the kill points for ``kill`` and the coverage labels of the
     others (a lost answer is injected, never killed at)."""
     if settings.faults is None:
-        return settings.points
+        left = set(settings.faults_left_out)
+        return tuple(p for p in settings.points if not _reached_only_by(p, left))
     declared: list[str] = []
     for kind in settings.faults:
         if kind in ("kill", "recovery_kill"):
@@ -156,6 +162,17 @@ def _declared(settings: CrashSettings) -> tuple[str, ...]:
         else:
             declared.append(KIND_LABELS[kind])
     return tuple(dict.fromkeys(declared))
+
+
+def _reached_only_by(point: str, left_out: set[str]) -> bool:
+    """Whether every kind of fault that covers ``point`` is left out (D's two deliveries,
+    E's authority change, F's lookup failures, a kill at any other point)."""
+    only = {
+        "D": {"duplicate_delivery", "concurrent_delivery"},
+        "E": {"authority_change"},
+        "F": {"lookup_failure"},
+    }.get(point, {"kill"})
+    return only <= left_out
 
 
 @dataclasses.dataclass(eq=False)
@@ -291,6 +308,21 @@ class _Explorer:
                 "keeps what a kill keeps"
             )
 
+    def _place_forgotten_sessions(self, space: Space) -> None:
+        """A stateless MCP server keeps no session to forget: the fault is left out for it
+        (the space has no sessions of it), and the report says why."""
+        stateless = [spec.name for spec in self.scenario.providers if spec.stateless]
+        if not stateless or "F" not in space.points or not space.chooses("forget_session"):
+            return
+        label = KIND_LABELS["forget_session"]
+        if not space.sessions:
+            self.report.declared = tuple(p for p in self.report.declared if p != label)
+        self.report.not_applicable.append(
+            f"a session the server forgot ({label}): {', '.join(stateless)} "
+            f"{'is' if len(stateless) == 1 else 'are'} stateless (no Mcp-Session-Id: every "
+            "request stands alone), so there is no session to forget"
+        )
+
     def placed(self, space: Space) -> Space:
         """``space`` with the points its recovery reaches (:attr:`Space.recovery_reach`):
         each kill that leaves work in flight for a fault of recovery is run once (not counted
@@ -306,6 +338,7 @@ class _Explorer:
                 "lookup failures (F): no provider of this test answers lookups"
             )
         self._place_power_loss(space)
+        self._place_forgotten_sessions(space)
         probes = probe_kills(space)
         if not probes or self.scenario.recover is None:
             return space
@@ -741,7 +774,9 @@ def _run_explorer(
         if not result.passed:
             explorer.fail(result)
         return explorer.report
-    space = explorer.placed(_space(scenario, golden, settings.points, settings.faults))
+    space = explorer.placed(
+        _space(scenario, golden, settings.points, settings.faults, settings.faults_left_out)
+    )
     if settings.mode in ("exhaustive", "both"):
         explorer.exhaustive(space)
     if explorer.report.failure is None and settings.mode in ("hypothesis", "both"):

@@ -89,8 +89,14 @@ class Space:
     #: mark A itself (:func:`between_calls` of the fault-free run): E changes the authority
     #: there.
     between: tuple[tuple[KillAt, ...], ...] = ()
-    #: The providers with sessions a fault can make them forget (MCP servers).
+    #: The providers with sessions a fault can make them forget (MCP servers that are not
+    #: stateless).
     sessions: tuple[str, ...] = ()
+    #: The providers a request to which may arrive twice (MCP servers).
+    duplicating: tuple[str, ...] = ()
+    #: The kinds of fault left out (the marker's ``faults=["-kind", ...]``): every kind
+    #: ``kinds`` allows but these.
+    left_out: frozenset[str] = frozenset()
     #: The fail points the test's recovery reaches when work is left in flight (found by
     #: running it); ``None``: not known, every point is tried. A recovery killed, or one of
     #: two racing recoveries waiting, at a point outside it would test nothing.
@@ -98,6 +104,11 @@ class Space:
     #: Per message, the databases its worker committed to where a power loss is not a kill,
     #: with their settings (``("jobs.db", "wal/1")``, ``powerloss.lossy_databases``).
     lossy: tuple[tuple[tuple[str, str], ...], ...] = ()
+
+    def chooses(self, kind: str) -> bool:
+        """Whether faults of ``kind`` (:data:`FAULT_KINDS`) are tried: chosen, or not left
+        out."""
+        return (self.kinds is None or kind in self.kinds) and kind not in self.left_out
 
     def lossy_of(self, message: int) -> tuple[str, ...]:
         """The databases of message ``message`` that a power loss takes commits from (not
@@ -193,7 +204,7 @@ def _single_faults(space: Space) -> Iterator[tuple[Part, ...]]:
     """Every single fault the space allows (of the kinds it chooses, if it does), at points
     its recovery reaches."""
     for fault in _every_single_fault(space):
-        if (space.kinds is None or fault_kind(fault) in space.kinds) and _placed(space, fault):
+        if space.chooses(fault_kind(fault)) and _placed(space, fault):
             yield fault
 
 
@@ -202,7 +213,7 @@ def unplaced_faults(space: Space) -> list[str]:
     (each once): what the summary lists as not applicable."""
     out: dict[str, None] = {}
     for fault in _every_single_fault(space):
-        if space.kinds is not None and fault_kind(fault) not in space.kinds:
+        if not space.chooses(fault_kind(fault)):
             continue
         if not _placed(space, fault):
             last = fault[-1][2]
@@ -222,7 +233,7 @@ def probe_kills(space: Space) -> list[Schedule]:
     each: their recovery runs tell which of its points it reaches (``recovery_reach``)."""
     kills: dict[tuple[Part, ...], None] = {}
     for fault in _every_single_fault(space):
-        if space.kinds is not None and fault_kind(fault) not in space.kinds:
+        if not space.chooses(fault_kind(fault)):
             continue  # a kind the test did not choose: nothing to learn for it
         if recovery_point(fault) is not None:
             kills[tuple(part for part in fault if part[1] == "kill")] = None
@@ -280,7 +291,7 @@ def _duplicates(space: Space, i: int) -> Iterator[tuple[Part, ...]]:
     server, and a second delivery while the first waits at each of its pause sites."""
     yield ((i, "duplicate", ("after", "B", 1)),)
     for provider, count in sorted(space.effects_of(i).items()):
-        if provider in space.sessions:  # an MCP server: a request sent twice
+        if provider in space.duplicating:  # an MCP server: a request sent twice
             for nth in range(1, count + 1):
                 yield ((i, "before", DuplicateRequest(provider, nth)),)
     gates = space.pause_sites(i) or [KillAt(p, 1) for p in ("D",) if space.reachable[i].get("D")]
