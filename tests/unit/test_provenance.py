@@ -97,3 +97,11 @@ def test_a_task_id_inside_a_longer_word_names_nothing() -> None:
     longer = Exported("issue", "o/r#5", "issues.create",
                       {"title": "about ord-70 and xord-7", "body": ""})
     assert _one(longer).task is None
+
+
+def test_an_object_that_carries_a_rows_idempotency_key_is_that_rows() -> None:
+    rows = [_row("t-1", state=State.DISPATCHED, idempotency_key="charge:t-1")]
+    reading = _one(_charge("ch_1", idempotency_key="charge:t-1"), rows, ())
+    assert (reading.task, reading.work) == ("t-1", True)
+    assert reading.text == (
+        "ch_1: t-1's effect: its metadata idempotency_key is ledger row row-t-1's idempotency key")

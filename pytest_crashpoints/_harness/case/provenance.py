@@ -9,7 +9,8 @@ belongs to a task only on evidence, in this order:
 1. the export says so (the fakes' own format's ``task_id``);
 2. a row of the incident's ledger names it (its id, its idempotency key as the export gives
    it, an issue's number or URL, in the row's ``idempotency_key``, ``provider_request_id`` or
-   ``result_ref``): the row's task;
+   ``result_ref``), or it carries the row's idempotency key (in its metadata or custom args,
+   as the reference adapters send it): the row's task;
 3. the object names a task of the incident (a message's, or a row's): a value of Stripe's
    ``metadata``, SendGrid's custom args (``unique_args``), a GitHub issue's label, or the
    task id as a word of its title or body.
@@ -102,13 +103,18 @@ def _direct(
     """The reading of ``obj`` from the export, a row, or a task it names (``None``: none)."""
     if obj.task_id is not None:
         return Reading(obj.object_id, obj.task_id, obj.task_id in work, "the export names it")
+    keyed = dict(_keyed(obj.body))
     for row in rows:
+        task = row.task_id or None
+        mine = row.in_flight or (task is not None and task in work)
         for column in _LINKS:
             value = getattr(row, column)
             if value and str(value) in obj.names:
-                task = row.task_id or None
-                mine = row.in_flight or (task is not None and task in work)
                 said = f"ledger row {row.attempt_id} names it in its {column}"
+                return Reading(obj.object_id, task, mine, said)
+        for field, value in keyed.items():  # it carries the key the row dispatched it with
+            if row.idempotency_key and value == row.idempotency_key:
+                said = f"its {field} is ledger row {row.attempt_id}'s idempotency key"
                 return Reading(obj.object_id, task, mine, said)
     named = _named(obj.body)
     for task in known:
