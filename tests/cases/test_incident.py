@@ -16,11 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from pytest_crashpoints import Incident, ProviderSpec
 from pytest_crashpoints._plugin.fixture import default_authorities
-from pytest_crashpoints.errors import CrashpointsError
 from pytest_crashpoints.harness import CrashSettings, Deliver, Scenario, Schedule, explore, run_case
 from scenarios.renewal_incident import (
     INCIDENT,

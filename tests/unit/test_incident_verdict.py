@@ -13,7 +13,6 @@ from pytest_crashpoints import State
 from pytest_crashpoints._harness.verdict.evidence import (
     ExpectedEffect,
     Observation,
-    ProviderRequest,
     row_digest,
 )
 from pytest_crashpoints._harness.verdict.history import render_timeline, shown_time
