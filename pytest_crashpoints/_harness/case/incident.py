@@ -335,8 +335,9 @@ def recovery_authorities(
     base_dir: Path,
 ) -> dict[str, Authority]:
     """The authorities of a recovery-only incident's tasks (it has no messages to give
-    them): each task of its ledger's rows acts for the tenant, scope and policy the row
-    records when the view reads them, else for ``tenant-1`` with every scope of every
+    them): each task of its ledger's rows (a row whose view reads no task is a task of its
+    own, named by its attempt id) acts for the tenant, scope and policy the row records when
+    the view reads them, else for ``tenant-1`` with every scope of every
     provider of the test, under policy ``p1``. ``ledger_view`` is the test's (``None``: the
     reference ledger); ``base_dir`` a folder to read the copy in. Raises
     :class:`CrashpointsError` for an incident without a ledger."""
@@ -379,11 +380,13 @@ def recovery_authorities(
                 ctx.close()
         finally:
             run.close(passed=True)
+    from .provenance import task_of
+
     authorities: dict[str, Authority] = {}
     for row in rows:
-        if row.task_id and row.task_id not in authorities:
+        if task_of(row) not in authorities:
             recorded = row.authority
-            authorities[row.task_id] = Authority.of(
+            authorities[task_of(row)] = Authority.of(
                 tenant_id=recorded.tenant_id or "tenant-1",
                 credential_scope=sorted(recorded.credential_scope) or scope,
                 policy_version=recorded.policy_version or "p1",

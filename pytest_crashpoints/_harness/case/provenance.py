@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
     from ..._ledger.records import Attempt
 
-__all__ = ["Reading", "read_objects"]
+__all__ = ["Reading", "read_objects", "task_of"]
 
 #: The ledger columns that may name an object (as the checks tie rows to requests).
 _LINKS = ("idempotency_key", "provider_request_id", "result_ref")
@@ -63,8 +63,7 @@ class Reading:
         """One line: ``ch_9: ord-7's effect: ledger row 3 names it in its result_ref``,
         ``pi_1: history of ord-8 (metadata order_id)``."""
         if self.work:
-            whose = f"{self.task}'s effect" if self.task else "the effect of a row in flight"
-            return f"{self.object_id}: {whose}: {self.evidence}"
+            return f"{self.object_id}: {self.task}'s effect: {self.evidence}"
         if self.task:
             return f"{self.object_id}: history of {self.task} ({self.evidence})"
         return f"{self.object_id}: history: {self.evidence}"
@@ -75,8 +74,8 @@ def read_objects(
 ) -> list[Reading]:
     """The reading of each of ``objects`` (in order), given the incident's ledger ``rows``
     and the tasks of the messages the case redelivers (``messages``)."""
-    known = list(dict.fromkeys([*messages, *(row.task_id for row in rows if row.task_id)]))
-    work = set(messages) | {row.task_id for row in rows if row.in_flight and row.task_id}
+    known = list(dict.fromkeys([*messages, *(task_of(row) for row in rows)]))
+    work = set(messages) | {task_of(row) for row in rows if row.in_flight}
     found = [_direct(obj, rows, known, work) for obj in objects]
     # The fields that named a task somewhere: the same field in another object names that
     # object's task, even one the incident holds no row of.
@@ -105,8 +104,8 @@ def _direct(
         return Reading(obj.object_id, obj.task_id, obj.task_id in work, "the export names it")
     keyed = dict(_keyed(obj.body))
     for row in rows:
-        task = row.task_id or None
-        mine = row.in_flight or (task is not None and task in work)
+        task = task_of(row)
+        mine = row.in_flight or task in work
         for column in _LINKS:
             value = getattr(row, column)
             if value and str(value) in obj.names:
@@ -122,6 +121,12 @@ def _direct(
         if where is not None:
             return Reading(obj.object_id, task, task in work, where)
     return None
+
+
+def task_of(row: Attempt) -> str:
+    """The task of a row of the incident: its ``task_id``, or, for a view that reads none,
+    the row itself (its attempt id): the unit of work it records."""
+    return row.task_id or row.attempt_id
 
 
 def _by_field(obj: Exported, fields: Iterable[str]) -> Reading | None:
