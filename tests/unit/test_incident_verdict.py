@@ -8,6 +8,7 @@ per test, each also shown to fire when the evidence is the case's."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 from pytest_crashpoints import State
 from pytest_crashpoints._harness.verdict.evidence import (
@@ -127,3 +128,20 @@ def test_an_incidents_times_read_in_its_own_wall_time() -> None:
     assert "r-p1 at t=2024-06-14T09:30:01Z" in duplicate.message
     assert "r-2 at t=2024-06-14T09:31:05Z" in duplicate.message
     assert render_timeline([], epoch=june) == ""
+
+
+def test_the_html_timeline_of_an_incident_is_in_its_own_time(tmp_path: Path) -> None:
+    from tests.unit.test_html_report import document, render
+
+    doc = document()
+    case = doc["tests"][0]["failure"]["case"]
+    case["epoch"] = 1718357401.0
+    case["timeline"][4]["reading"] = "ch-1: t-1's effect: metadata order_id"
+    page = render(doc, tmp_path)  # the schema takes both fields
+    assert "(time in the incident's wall time)" in page
+    assert "t=2024-06-14T09:30:02Z" in page and "t=1s" not in page
+    assert "<dt>from the incident</dt><dd>ch-1: t-1&#x27;s effect: metadata order_id</dd>" \
+        in page
+    # Without an epoch, harness seconds, as before.
+    (tmp_path / "plain").mkdir()
+    assert "t=1s" in render(document(), tmp_path / "plain")
