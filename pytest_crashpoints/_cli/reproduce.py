@@ -249,7 +249,7 @@ def _check(spec: Reproduction) -> None:
             )
     with tempfile.TemporaryDirectory(prefix="crashpoints-reproduce-") as scratch:
         if spec.ledger is not None:  # a dump SQLite cannot run, a file it cannot read
-            from .._harness.case.incident import place_ledger
+            from .._harness.case.incident_ledger import place_ledger
 
             place_ledger(spec.ledger, Path(scratch) / "ledger")
         for name, path in spec.exports.items():

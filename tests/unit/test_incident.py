@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytest_crashpoints import Authority, Incident, ProviderSpec
-from pytest_crashpoints._harness.case.incident import ledger_times, place_ledger
+from pytest_crashpoints._harness.case.incident_ledger import ledger_times, place_ledger
 from pytest_crashpoints.errors import CrashpointsError
 from pytest_crashpoints.harness import Scenario
 
