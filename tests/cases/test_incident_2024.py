@@ -220,6 +220,13 @@ def test_the_recovery_alone_that_charges_again_is_caught_killed_or_not(tmp_path:
     killed = run_case(scenario, Schedule((Recover(KillAt("B", 1)),)), base_dir=tmp_path,
                       expected=())
     assert {v.invariant for v in killed.violations} == {1, 2}
+    # Each charge it made repeats June's, made in production: never May's or the team plan's.
+    duplicates = [v for v in killed.violations if v.invariant == 1]
+    # Two charges beyond June's, each reported once, in pairs of their own.
+    assert len(duplicates) == 2 and len({v.requests for v in duplicates}) == 2
+    assert all(v.message.startswith("task ren-2024-06's charges.create") for v in duplicates)
+    assert any(JUNE in v.evidence[0] for v in duplicates)
+    assert not any(MAY in line or TEAM in line for v in duplicates for line in v.evidence)
     assert sweep(scenario, tmp_path).failure is not None
 
 
