@@ -6,10 +6,20 @@ no task, however few tasks the test has."""
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
 from typing import Any
 
 from fake_providers import Exported
-from pytest_crashpoints import Authority, State
+from pytest_crashpoints import (
+    Authority,
+    Context,
+    Incident,
+    ProviderSpec,
+    SQLiteLedgerView,
+    State,
+)
+from pytest_crashpoints._harness.case.incident import recovery_authorities
 from pytest_crashpoints._harness.case.provenance import Reading, read_objects
 from pytest_crashpoints._ledger.records import Attempt
 
@@ -105,3 +115,40 @@ def test_an_object_that_carries_a_rows_idempotency_key_is_that_rows() -> None:
     assert (reading.task, reading.work) == ("t-1", True)
     assert reading.text == (
         "ch_1: t-1's effect: its metadata idempotency_key is ledger row row-t-1's idempotency key")
+
+
+def test_a_row_whose_view_reads_no_task_is_a_task_of_its_own() -> None:
+    """A view that maps no task column: the row is its own unit of work, named by its id."""
+    stuck = dataclasses.replace(_row("", state=State.DISPATCHED), attempt_id="job-7")
+    mail = Exported("message", "m1", "mail.send", {"unique_args": {"job_id": "job-7"}})
+    [reading] = read_objects([mail], [stuck], [])
+    assert (reading.task, reading.work) == ("job-7", True)
+    assert reading.text == "m1: job-7's effect: custom args job_id"
+
+
+def test_a_recovery_alone_gives_each_rows_task_the_authority_it_records(
+    tmp_path: Path,
+) -> None:
+    jobs = tmp_path / "jobs.sql"
+    jobs.write_text(
+        "CREATE TABLE jobs (id TEXT, status TEXT, tenant TEXT, scope TEXT, policy TEXT);\n"
+        "INSERT INTO jobs VALUES ('job-7', 'pending', 'acme', 'email:write', 'p9');\n"
+        "INSERT INTO jobs VALUES ('job-8', 'sent', '', '', '');\n")
+    incident = Incident(ledger=jobs)
+
+    def view(ctx: Context) -> SQLiteLedgerView:
+        return SQLiteLedgerView(
+            ctx.env.path / "jobs.db", table="jobs",
+            states={"pending": State.DISPATCHED, "sent": State.OUTCOME_CONFIRMED},
+            columns={"attempt_id": "id", "state": "status", "tenant_id": "tenant",
+                     "credential_scope": "scope", "policy_version": "policy"})
+
+    found = recovery_authorities(incident, view, (ProviderSpec("email"),), tmp_path)
+    assert found == {
+        "job-7": Authority.of(tenant_id="acme", credential_scope=["email:write"],
+                              policy_version="p9"),
+        "job-8": Authority.of(tenant_id="tenant-1",
+                              credential_scope=["email:read", "email:write"],
+                              policy_version="p1"),
+    }
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["jobs.sql"]  # nothing left behind
