@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from fake_providers import ApiKey, Exported, Provider
 
     from ..._ledger.authority import Authority
+    from ..._ledger.records import Attempt
     from ..._ledger.views import LedgerView
     from ..._process.clock import HarnessClock
     from ..verdict.evidence import ExpectedEffect, ProviderRequest
@@ -148,14 +149,27 @@ class Incident:
     def seed(self, world: World) -> None:
         """Put the incident's ledger and objects in ``world``, its clock at the incident, and
         what the harness read of them where the case's checks find it (:func:`read_incident`)."""
-        from fake_providers import ExportError, read_export
-
-        from .provenance import read_objects
-
         target = None
         if self.ledger is not None:
             target = ledger_target(world)
             place_ledger(Path(self.ledger), target)
+        exported = self._exported(world)
+        created = [obj.created for _, objects in exported for obj in objects if obj.created]
+        self._start_clock(world, created, [] if target is None else ledger_times(target))
+        if target is not None and world.scenario.ledger_view is None:
+            reference_to_harness_time(target, world.clock.epoch())
+        rows = list(world.view().attempts()) if target is not None else []
+        record = {
+            "readings": _seed_objects(world, exported, rows),
+            "rows": {row.attempt_id: row_digest(row) for row in rows},
+        }
+        path = world.env.run_dir.journals / INCIDENT_FILE
+        path.write_text(json.dumps(record, sort_keys=True), encoding="utf-8")
+
+    def _exported(self, world: World) -> list[tuple[str, list[Exported]]]:
+        """Each provider's exported objects, as the provider reads its export."""
+        from fake_providers import ExportError, read_export
+
         exported: list[tuple[str, list[Exported]]] = []
         try:
             for name, path in self.exports.items():
@@ -165,32 +179,7 @@ class Incident:
                 )
         except ExportError as exc:
             raise CrashpointsError(f"the incident's export cannot be read: {exc}") from None
-        created = [obj.created for _, objects in exported for obj in objects if obj.created]
-        self._start_clock(world, created, [] if target is None else ledger_times(target))
-        if target is not None and world.scenario.ledger_view is None:
-            reference_to_harness_time(target, world.clock.epoch())
-        rows = list(world.view().attempts()) if target is not None else []
-        tasks = [str(m["task_id"]) for m in world.scenario.messages]
-        start, epoch = world.clock.now(), world.clock.epoch()
-        readings: dict[str, dict[str, Any]] = {}
-        for name, objects in exported:
-            for obj, reading in zip(objects, read_objects(objects, rows, tasks), strict=True):
-                process, authority = _maker(reading.task, world)
-                key = _key(process, authority)
-                at = start if obj.created is None else max(0.0, min(start, obj.created - epoch))
-                try:
-                    [request_id] = world.providers[name].seed([obj], key=key, at=at)
-                except ExportError as exc:
-                    raise CrashpointsError(f"the incident's exports: {exc}") from None
-                readings[f"{name} {request_id}"] = {
-                    "task": reading.task if reading.work else None,
-                    "history": not reading.work,
-                    "text": reading.text,
-                }
-        rows_left = {row.attempt_id: row_digest(row) for row in rows}
-        record = {"readings": readings, "rows": rows_left}
-        path = world.env.run_dir.journals / INCIDENT_FILE
-        path.write_text(json.dumps(record, sort_keys=True), encoding="utf-8")
+        return exported
 
     def _start_clock(
         self, world: World, created: Sequence[float], ledger: Sequence[float]
@@ -208,6 +197,37 @@ class Incident:
         epoch = float(math.floor(min([*times, when])))
         world.clock.set_epoch(epoch)
         world.clock.set(max(world.clock.now(), when - epoch))
+
+
+def _seed_objects(
+    world: World, exported: Sequence[tuple[str, Sequence[Exported]]], rows: Sequence[Attempt]
+) -> dict[str, dict[str, Any]]:
+    """Journal each exported object at its own time (in harness time; none after the clock's
+    start), as made by the production process of its task: how each was read, by
+    ``"<provider> <request id>"``."""
+    from fake_providers import ExportError
+
+    from .provenance import read_objects
+
+    tasks = [str(m["task_id"]) for m in world.scenario.messages]
+    start, epoch = world.clock.now(), world.clock.epoch()
+    readings: dict[str, dict[str, Any]] = {}
+    for name, objects in exported:
+        for obj, reading in zip(objects, read_objects(objects, rows, tasks), strict=True):
+            process, authority = _maker(reading.task, world)
+            at = start if obj.created is None else max(0.0, min(start, obj.created - epoch))
+            try:
+                [request_id] = world.providers[name].seed(
+                    [obj], key=_key(process, authority), at=at
+                )
+            except ExportError as exc:
+                raise CrashpointsError(f"the incident's exports: {exc}") from None
+            readings[f"{name} {request_id}"] = {
+                "task": reading.task if reading.work else None,
+                "history": not reading.work,
+                "text": reading.text,
+            }
+    return readings
 
 
 def no_worker(message: Any, ctx: Context) -> None:
