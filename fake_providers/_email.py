@@ -60,7 +60,7 @@ _FIELDS = frozenset({"msg_id", "to_email", "from_email", "subject", "status"})
 
 
 def iso_time(seconds: float) -> str:
-    """Harness seconds as an ISO 8601 UTC timestamp (``2026-01-01T00:00:00Z``)."""
+    """Unix seconds as an ISO 8601 UTC timestamp (``2026-01-01T00:00:00Z``)."""
     return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -252,7 +252,7 @@ class Email(DescribedProvider):
             "status": "delivered",
             "opens_count": 0,
             "clicks_count": 0,
-            "last_event_time": iso_time(call.now),
+            "last_event_time": iso_time(call.wall),
             "unique_args": unique_args,
             "headers": headers,
         }

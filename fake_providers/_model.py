@@ -435,7 +435,7 @@ def _render_chat(
     return {
         "id": _id("chatcmpl-", call.request_id),
         "object": "chat.completion",
-        "created": int(call.now),
+        "created": int(call.wall),
         "model": request["model"],
         "choices": [{"index": 0, "message": message, "logprobs": None,
                      "finish_reason": "tool_calls" if turn.tool_calls else "stop"}],
@@ -512,7 +512,7 @@ def _render_responses(
     return {
         "id": _id("resp_", call.request_id),
         "object": "response",
-        "created_at": float(int(call.now)),
+        "created_at": float(int(call.wall)),
         "status": "completed",
         "model": request["model"],
         "output": output,

@@ -180,6 +180,14 @@ class Call:
     request_id: str
     settings: ProviderSettings
     search_miss: bool
+    #: The wall time (Unix seconds) that clock time 0 stands for (see ``Provider``).
+    epoch: float = 0.0
+
+    @property
+    def wall(self) -> float:
+        """The request's wall time (Unix seconds): what the objects it makes are stamped
+        with (Stripe's ``created``, GitHub's ``created_at``)."""
+        return self.epoch + self.now
 
     @property
     def tenant_id(self) -> str:
@@ -278,12 +286,13 @@ class ApiDescription(Generic[_P]):
         keys: Iterable[ApiKey] = (),
         settings: ProviderSettings | None = None,
         base_url: str | None = None,
+        epoch: Clock | None = None,
     ) -> _P:
         """The fake provider of this API over its journal, with the same arguments as the
         bundled providers' constructors (``Payments(journal_path, clock=..., ...)``)."""
         return self._provider_class()(
             journal_path, clock=clock, sleep=sleep, keys=keys, settings=settings,
-            base_url=base_url,
+            base_url=base_url, epoch=epoch,
         )
 
 
@@ -300,6 +309,9 @@ class Provider:
     ``keys``: API keys to accept (added to those already in the journal).
     ``settings``: settings to put in force (default: keep what the journal holds).
     ``base_url``: where the in-process routes live (``mock``); the loopback server has its own.
+    ``epoch``: the wall time (Unix seconds) that ``clock``'s time 0 stands for, read at each
+    request; the objects the provider makes are stamped with ``epoch() + clock()`` (Stripe's
+    ``created``, GitHub's ``created_at``). Default: 0, for a clock that tells wall time.
     """
 
     name: ClassVar[str]
@@ -325,6 +337,7 @@ class Provider:
         keys: Iterable[ApiKey] = (),
         settings: ProviderSettings | None = None,
         base_url: str | None = None,
+        epoch: Clock | None = None,
     ) -> None:
         self.journal = Journal(journal_path, provider=self.name)
         self.keys = Keys(self.journal)
@@ -332,6 +345,7 @@ class Provider:
         self.faults = Faults(self.journal)
         self.base_url = (base_url or self.default_base_url).rstrip("/")
         self._clock = clock
+        self._epoch = epoch
         self._sleep = sleep
         keys = tuple(keys)
         if keys:
@@ -547,7 +561,7 @@ class Provider:
             return self._fault(ctx, fired)
         call = Call(
             request, route, groups, key, now, seq, ctx.request_id, self.settings.get(),
-            miss is not None,
+            miss is not None, 0.0 if self._epoch is None else self._epoch(),
         )
         try:
             reply = route.handler(call)

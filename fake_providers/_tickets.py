@@ -141,11 +141,11 @@ class Tickets(DescribedProvider):
             except _BadLabel as exc:
                 raise Refused(422, "Validation Failed", code="invalid") from exc
         if after.get("state") == "closed" and before.get("state") != "closed":
-            after["closed_at"] = iso_time(call.now)
+            after["closed_at"] = iso_time(call.wall)
         elif after.get("state") == "open":
             after["closed_at"] = None
         if public(after) != public(before):
-            after["updated_at"] = iso_time(call.now)
+            after["updated_at"] = iso_time(call.wall)
         return after
 
     def next_number(self, call: Call, values: Mapping[str, str]) -> int:
@@ -358,8 +358,8 @@ class Tickets(DescribedProvider):
             "locked": False,
             "comments": 0,
             "assignees": [],
-            "created_at": iso_time(call.now),
-            "updated_at": iso_time(call.now),
+            "created_at": iso_time(call.wall),
+            "updated_at": iso_time(call.wall),
             "closed_at": None,
             "repo": full,
             "author": call.tenant_id,

@@ -1,7 +1,15 @@
 """The renewal charger as its crash tests run it: the worker, the recovery and the ledger view
-(with the fix, and with the bug production had), and the incident of 2026-11-30 in
-``scenarios/incident/``: November's renewal stuck ``charging``, and Stripe holding its
-charge. ``crashpoints reproduce`` names these functions (docs/howto-incident.md)."""
+(with the fix, and with the bug production had), and two incidents it had.
+
+- 2026-11-30 (``scenarios/incident/``): November's renewal stuck ``charging``, and Stripe
+  holding its charge.
+- 2024-06-14 (``scenarios/incident_2024/``): June's renewal stuck ``charging`` the same way;
+  Stripe's list of the customer's charges also holds the charge of the customer's other
+  subscription (``ren-team-2024-06``), made three seconds later by the same service, which
+  the ledger copy (cut down to this subscription) has no row of: that renewal's history,
+  never June's. Its worker is long dead: the recovery alone settles it (no message).
+
+``crashpoints reproduce`` names these functions (docs/howto-incident.md)."""
 
 from __future__ import annotations
 
@@ -19,6 +27,13 @@ RENEWAL = json.loads((INCIDENT_DIR / "message.json").read_text())
 INCIDENT = Incident(
     ledger=INCIDENT_DIR / "renewals.sql",
     exports={"payments": INCIDENT_DIR / "charges.json"},
+)
+INCIDENT_2024_DIR = Path(__file__).parent / "incident_2024"
+#: The message of June's renewal, for the incident's reproduction with its worker.
+RENEWAL_2024 = json.loads((INCIDENT_2024_DIR / "message.json").read_text())
+INCIDENT_2024 = Incident(
+    ledger=INCIDENT_2024_DIR / "renewals.sql",
+    exports={"payments": INCIDENT_2024_DIR / "charges.json"},
 )
 STATES = {"charging": State.DISPATCHED, "charged": State.OUTCOME_CONFIRMED,
           "review": State.MANUAL_REVIEW}
@@ -42,6 +57,11 @@ def worker_that_retries(renewal: Mapping[str, Any], ctx: Context) -> str:
 def recovery_that_retries(ctx: Context) -> None:
     """The start-up recovery as production ran it."""
     _recover(ctx, "retry")
+
+
+def recovery_that_does_nothing(ctx: Context) -> None:
+    """A start-up recovery that settles nothing (a stub left in): it causes nothing, so an
+    incident's charges are never its duplicates; the rows it leaves stuck are its failure."""
 
 
 def renewals(ctx: Context) -> SQLiteLedgerView:

@@ -401,7 +401,7 @@ class DescribedProvider(Provider):
         shown = self.present(call, object_type, dict(obj))
         node = doc.resolve(schema) if schema is not None else {}
         properties = (node.get("properties") or {}) if isinstance(node, Mapping) else {}
-        created = float(obj.get("_created", call.now))
+        created = float(obj.get("_created", call.wall))
         updated = float(obj.get("_updated", created))
         for name, at in (("created", created), ("created_at", created),
                          ("updated_at", updated)):
@@ -589,7 +589,7 @@ class DescribedProvider(Provider):
         if "number" in properties and field != "number":
             obj["number"] = self.next_number(
                 call, {p: values[p] for p in op.parents if p in values})
-        obj.update(_path=dict(values), _created=call.now, _updated=call.now)
+        obj.update(_path=dict(values), _created=call.wall, _updated=call.wall)
         return self._effect(op, call, object_type, field, obj)
 
     def _serve_update(self, op: Operation, call: Call, values: Mapping[str, str],
@@ -601,15 +601,15 @@ class DescribedProvider(Provider):
             if not replace:
                 raise self._missing(op, values)
             current = {field: values.get(op.id_param or ""), "_path": dict(values),
-                       "_created": call.now}
+                       "_created": call.wall}
             merged = {**current, **body, "_chosen": True}
-            return self._effect(op, call, object_type, field, {**merged, "_updated": call.now})
+            return self._effect(op, call, object_type, field, {**merged, "_updated": call.wall})
         kept = {k: v for k, v in current.items() if k.startswith("_") or k == field}
         merged = {**kept, **body} if replace else _merge(current, body)
         merged = self.revise(call, object_type, current, merged)
         if public(merged) == public(current):
             return self._answer(op, call, current)  # nothing changes: no second effect
-        merged["_updated"] = call.now
+        merged["_updated"] = call.wall
         return self._effect(op, call, object_type, field, merged, key=current["_key"])
 
     def _serve_delete(self, op: Operation, call: Call, values: Mapping[str, str]) -> Reply:
@@ -618,7 +618,7 @@ class DescribedProvider(Provider):
         current = self.find(op, call, values)
         if current is None:
             raise self._missing(op, values)
-        gone = {**current, "_deleted": True, "deleted": True, "_updated": call.now}
+        gone = {**current, "_deleted": True, "deleted": True, "_updated": call.wall}
         return self._effect(op, call, object_type, field, gone, key=current["_key"])
 
     def _serve_action(self, op: Operation, call: Call, values: Mapping[str, str],
@@ -635,7 +635,7 @@ class DescribedProvider(Provider):
                           f"This {object_type} was already {verb}ed: {verb} happens "
                           "once.", code=f"{object_type}_unexpected_state")
         after = self.act(call, op, verb, dict(current), body)
-        after.update(_actions=[*done, verb], _updated=call.now)
+        after.update(_actions=[*done, verb], _updated=call.wall)
         return self._effect(op, call, object_type, field, after, key=current["_key"])
 
     def _above(self, op: Operation, call: Call, values: Mapping[str, str]
@@ -665,7 +665,7 @@ class DescribedProvider(Provider):
         object_type = f"{op.method} {op.template}"
         path = call.request.url.path
         latest = [o for o in self.objects(call, object_type) if o.get("_at") == path]
-        obj = {"_at": path, "_body": body, "_created": call.now}
+        obj = {"_at": path, "_body": body, "_created": call.wall}
         above = self._above(op, call, values) if op.object_type else None
         if above is None and op.object_type and self._above_exists(op):
             noun = op.object_type.rsplit("/", 1)[-1]

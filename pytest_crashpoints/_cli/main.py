@@ -212,14 +212,16 @@ def _add_reproduce(sub: _Subparsers) -> None:
             "Each case redelivers the messages (--message, --messages) and runs recovery "
             "(--recover), under every single-fault schedule, and checks the six invariants; "
             "the baseline is the fault-free run of the same messages from an empty world. "
+            "With no message (the worker long dead), the recovery alone is run and crashed. "
             "Then it runs the test (arguments after -- go to pytest). Exit 1 when the "
             "incident reproduces (the test breaks an invariant), 0 when every schedule "
             "passes, 2 on an error in the arguments (nothing is written) or when the test "
             "reaches no verdict (its report says why)."
         ),
     )
-    reproduce.add_argument("--worker", required=True, metavar="MODULE:FUNCTION",
-                           help="the worker of your crash tests, worker(message, ctx)")
+    reproduce.add_argument("--worker", metavar="MODULE:FUNCTION",
+                           help="the worker of your crash tests, worker(message, ctx) (leave "
+                           "out with no message: the recovery alone runs)")
     reproduce.add_argument("--recover", metavar="MODULE:FUNCTION",
                            help="your recovery, recover(ctx) (leave out if there is none)")
     reproduce.add_argument("--view", metavar="MODULE:FUNCTION",

@@ -38,9 +38,10 @@ USAGE = 2
 @dataclasses.dataclass(frozen=True)
 class Reproduction:
     """What ``crashpoints reproduce`` was given: ``module:function`` names of the worker, the
-    recovery and the ledger view; the incident's files; the messages to redeliver."""
+    recovery and the ledger view; the incident's files; the messages to redeliver (none: the
+    recovery alone is run, and the worker may be left out)."""
 
-    worker: str
+    worker: str | None
     output: Path
     recover: str | None = None
     view: str | None = None
@@ -126,7 +127,9 @@ def render(spec: Reproduction, *, command: Sequence[str] = ()) -> str:
     here = spec.output.resolve().parent
     modules: dict[str, str] = {}
     calls = {}
-    for role, name in (("worker", spec.worker), ("recover", spec.recover),
+    # With no message to deliver, the worker never runs: the test names the recovery alone.
+    worker = spec.worker if spec.messages else None
+    for role, name in (("worker", worker), ("recover", spec.recover),
                        ("ledger_view", spec.view)):
         if name is not None:
             module, attr = _resolve(role, name)
@@ -140,9 +143,11 @@ def render(spec: Reproduction, *, command: Sequence[str] = ()) -> str:
         "",
         "Every case starts where production stopped (the ledger and the providers' objects "
         "below),",
-        "redelivers the messages and runs recovery, under every single-fault schedule. It "
-        "fails",
-        "while the bug is there; keep it as the regression test once the bug is fixed.",
+        ("redelivers the messages and runs recovery" if spec.messages else
+         "runs the recovery alone (there is no message to redeliver)")
+        + ", under every single-fault",
+        "schedule. It fails while the bug is there; keep it as the regression test once the "
+        "bug is fixed.",
     ]
     if command:
         lines += ["", *_command_lines(command)]
@@ -162,9 +167,12 @@ def render(spec: Reproduction, *, command: Sequence[str] = ()) -> str:
         lines.append("    },")
     if spec.at is not None:
         lines.append(f"    at=datetime.datetime.fromisoformat({spec.at.isoformat()!r}),")
-    lines += [")", "#: The messages the queue redelivers.",
-              "MESSAGES = " + pprint.pformat(list(map(dict, spec.messages)), width=88,
-                                             sort_dicts=False), "", ""]
+    lines.append(")")
+    if spec.messages:
+        lines += ["#: The messages the queue redelivers.",
+                  "MESSAGES = " + pprint.pformat(list(map(dict, spec.messages)), width=88,
+                                                 sort_dicts=False)]
+    lines += ["", ""]
     # Fixed, an incident's recovery may never reach a point (A and B: it never calls the
     # tool again): that is no gap in the test's coverage.
     marker = [f"providers={providers!r}", 'mode="exhaustive"', "max_faults=1",
@@ -174,7 +182,8 @@ def render(spec: Reproduction, *, command: Sequence[str] = ()) -> str:
     lines.append(f"@pytest.mark.crashpoints({', '.join(marker)})")
     lines.append(f"def {name}(crashpoints: CrashpointsFixture) -> None:")
     arguments = [f"{role}={call}" for role, call in calls.items()]
-    arguments += ["messages=MESSAGES", "incident=INCIDENT"]
+    arguments += ["messages=MESSAGES"] if spec.messages else []
+    arguments.append("incident=INCIDENT")
     lines.append("    crashpoints.run(")
     lines += [f"        {argument}," for argument in arguments]
     lines.append("    )")
@@ -218,10 +227,19 @@ def _check(spec: Reproduction) -> None:
             "no message to redeliver and no --recover: nothing would run; give --message "
             "(the messages production never acknowledged) or --recover."
         )
+    if spec.messages and spec.worker is None:
+        raise CrashpointsError(
+            "--message given but no --worker to deliver it to: give --worker MODULE:FUNCTION, "
+            "or leave the messages out to run the recovery alone."
+        )
+    if not spec.messages and spec.ledger is None:
+        raise CrashpointsError(
+            "no message to redeliver: the recovery alone runs, from the work the ledger "
+            "holds; give the incident's --ledger."
+        )
     for path in [spec.ledger, *spec.exports.values()]:
         if path is not None and not path.is_file():
             raise CrashpointsError(f"{path}: no such file.")
-    _check_at(spec.at)
     for name in [*spec.exports, *spec.providers]:
         if name not in PROVIDERS:
             raise CrashpointsError(
@@ -231,7 +249,7 @@ def _check(spec: Reproduction) -> None:
             )
     with tempfile.TemporaryDirectory(prefix="crashpoints-reproduce-") as scratch:
         if spec.ledger is not None:  # a dump SQLite cannot run, a file it cannot read
-            from .._harness.case.incident import place_ledger
+            from .._harness.case.incident_ledger import place_ledger
 
             place_ledger(spec.ledger, Path(scratch) / "ledger")
         for name, path in spec.exports.items():
@@ -247,16 +265,6 @@ def _check(spec: Reproduction) -> None:
             raise CrashpointsError(
                 f"message {index} ({message!r}) is not an object with a 'task_id' string."
             )
-
-
-def _check_at(at: dt.datetime | None) -> None:
-    from .._process.clock import HARNESS_EPOCH
-
-    if at is not None and at < HARNESS_EPOCH:
-        raise CrashpointsError(
-            f"--at {at.isoformat()} is before the harness's clock starts "
-            f"({HARNESS_EPOCH.isoformat()}): the workers' wall clocks cannot go back there."
-        )
 
 
 def _resolve(role: str, name: str) -> tuple[str, str]:

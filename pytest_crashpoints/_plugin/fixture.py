@@ -57,6 +57,34 @@ def default_authorities(
     return authorities
 
 
+def _recovery_alone(
+    worker: Callable[[Any, Context], object] | None,
+    recover: Callable[[Context], object] | None,
+    command: Sequence[str] | None,
+    recover_command: Sequence[str] | None,
+    incident: Incident | None,
+) -> Callable[[Any, Context], object] | None:
+    """The worker of a test with no messages: only an incident's recovery runs there (the
+    stand-in worker is never delivered to). Raises :class:`CrashpointsError` for a test
+    with nothing to run."""
+    from .._harness.case.incident import no_worker
+    from ..errors import CrashpointsError
+
+    if incident is None:
+        raise CrashpointsError(
+            "messages= is empty: nothing would be delivered. Give the messages the worker "
+            "handles, or an incident= whose recovery alone is to be tested."
+        )
+    if recover is None and recover_command is None:
+        raise CrashpointsError(
+            "an incident with no messages is reproduced by its recovery alone, and the test "
+            "has none: pass recover= (or recover_command=), or the messages to redeliver."
+        )
+    if worker is None and command is None:
+        return no_worker
+    return worker
+
+
 def _workers(
     worker: Callable[[Any, Context], object] | None,
     recover: Callable[[Context], object] | None,
@@ -133,7 +161,7 @@ class CrashpointsFixture:
         recover: Callable[[Context], object] | None = None,
         command: Sequence[str] | None = None,
         recover_command: Sequence[str] | None = None,
-        messages: Sequence[Mapping[str, Any]],
+        messages: Sequence[Mapping[str, Any]] = (),
         authorities: Mapping[str, Authority] | None = None,
         ledger_view: Callable[[Context], LedgerView] | None = None,
         transport_points: Sequence[str] = (),
@@ -166,7 +194,10 @@ class CrashpointsFixture:
         providers (the charge a support agent refunds); its requests are not the agent's.
         ``incident`` starts every case from a state production was left in: its ledger and
         the providers' exported objects (:class:`~pytest_crashpoints.Incident`,
-        docs/howto-incident.md).
+        docs/howto-incident.md). With an incident and no ``messages`` (the worker long
+        dead, nothing to redeliver), the recovery alone is run and crashed: ``worker`` may be
+        left out, and each task of the incident's ledger gets an authority (the one its row
+        records, when the view reads one) unless ``authorities`` gives them.
 
         Returns the report when every schedule passed (or, with ``expect=``, when the
         expected violation was caught).
@@ -263,6 +294,15 @@ class CrashpointsFixture:
                 "the crashpoints marker names no providers; add e.g. "
                 "providers=['email'] so the harness knows which fake providers to run."
             )
+        if not messages:
+            worker = _recovery_alone(worker, recover, command, recover_command, incident)
+            if authorities is None:
+                from .._harness.case.incident import recovery_authorities
+
+                assert incident is not None
+                authorities = recovery_authorities(
+                    incident, ledger_view, providers, self.base_dir
+                )
         worker, recover = _workers(worker, recover, command, recover_command, messages)
         scenario = Scenario(
             worker=worker,

@@ -32,8 +32,10 @@ def swimlane(tid: str, case: Mapping[str, Any]) -> list[str]:
     grid = _grid(tid, case)
     body = []
     previous: float | None = None
+    epoch = case.get("epoch")
+    epoch = float(epoch) if isinstance(epoch, int | float) else None
     for index, row in enumerate(grid.rows):
-        body.append(_row(grid, index, row, previous))
+        body.append(_row(grid, index, row, previous, epoch))
         previous = float(row.get("at", 0.0))
     return [
         f'<h3 id="{tid}-timeline">Timeline</h3>',
@@ -47,7 +49,9 @@ def swimlane(tid: str, case: Mapping[str, Any]) -> list[str]:
         f'<div class="scroll" role="region" aria-label="Timeline, {len(grid.rows)} rows" '
         'tabindex="0">',
         f'<table class="timeline" data-lanes="{len(grid.lanes)}">',
-        "<caption>Swimlane timeline of the failing case (time in harness seconds)</caption>",
+        "<caption>Swimlane timeline of the failing case (time in "
+        + ("the incident's wall time" if epoch is not None else "harness seconds")
+        + ")</caption>",
         f"<thead><tr>{_head(grid)}</tr></thead>",
         "<tbody>",
         *body,
@@ -230,9 +234,11 @@ def _head(grid: _Grid) -> str:
     return "".join(head)
 
 
-def _row(grid: _Grid, index: int, row: Mapping[str, Any], previous: float | None) -> str:
+def _row(
+    grid: _Grid, index: int, row: Mapping[str, Any], previous: float | None, epoch: float | None
+) -> str:
     """The table row of the timeline's row ``index``; ``previous`` is the time of the row
-    before it."""
+    before it; ``epoch`` the wall time of harness time 0 in a case from an incident."""
     cells = _Cells.empty(len(grid.lanes))
     for process, (start, end) in grid.spans.items():
         if start < index < end:
@@ -249,7 +255,8 @@ def _row(grid: _Grid, index: int, row: Mapping[str, Any], previous: float | None
     time_class = ' class="same"' if previous is not None and at == previous else ""
     return (
         f'<tr id="{grid.tid}-e{index + 1}"{row_class}>'
-        f'<th scope="row"{time_class}>t={shown_time(at)}{escape(jump)}</th>{cells.html()}</tr>'
+        f'<th scope="row"{time_class}>t={shown_time(at, epoch)}{escape(jump)}</th>'
+        f"{cells.html()}</tr>"
     )
 
 
@@ -446,6 +453,7 @@ def _journal_event(
             ("status", row.get("status")),
             ("effect", "applied" if row.get("effect_applied") else "none"),
             ("by", sender),
+            ("from the incident", row.get("reading")),
             ("key", row.get("operation_key")),
             ("payload hash", row.get("payload_hash")),
             ("object", row.get("object_id")),

@@ -10,8 +10,8 @@ schedule to advance the clock.
 Whatever needs time takes a plain ``Callable[[], float]``: pass :meth:`HarnessClock.now`.
 
 Inside a worker started with ``clock=``, wall time (``time.time()``, ``datetime.now()`` and
-friends, patched by time-machine) starts at :data:`HARNESS_EPOCH` plus harness time and then
-moves with real time, so timeouts, deadlines and backoff in the worker behave as in
+friends, patched by time-machine) starts at the run's epoch plus harness time and then moves
+with real time, so timeouts, deadlines and backoff in the worker behave as in
 production; ``time.monotonic()``, ``time.perf_counter()`` and ``time.sleep()`` are the real
 ones. The clock is re-read from the file when the worker starts, at every fail point call (the
 reference ledger calls one at the start of every write), and when a paused worker is released:
@@ -19,6 +19,10 @@ when the parent advanced harness time past the worker's wall time, the wall time
 to it (never back), so the parent's advances reach the worker step by step. Wall time in a
 worker can run ahead of harness time by the real time the worker has run (milliseconds); code
 that must agree with the harness to the second calls the clock directly (``ctx.now()``).
+
+A run's epoch is the wall time its harness time 0 stands for: :data:`HARNESS_EPOCH`, unless
+the run starts from an incident in production, whose epoch is its own (a sibling
+``.epoch`` file, written once before any worker starts: :meth:`HarnessClock.set_epoch`).
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ from ..errors import HarnessUsageError
 __all__ = ["HARNESS_EPOCH", "HarnessClock", "pin_at_epoch", "pin_wall_time"]
 
 HARNESS_EPOCH = _dt.datetime(2026, 1, 1, tzinfo=_dt.timezone.utc)
-"""The wall time that harness time 0 stands for inside a worker."""
+"""The wall time that harness time 0 stands for inside a worker, unless the run has an epoch of
+its own (:meth:`HarnessClock.set_epoch`)."""
 
 
 class HarnessClock:
@@ -50,6 +55,8 @@ class HarnessClock:
 
     def __init__(self, path: str | os.PathLike[str], *, start: float = 0.0) -> None:
         self._path = Path(path)
+        #: The run's epoch once read from its file (it never changes after it is written).
+        self._epoch: float | None = None
         if not self._path.exists():
             with self._locked():
                 if not self._path.exists():
@@ -71,8 +78,50 @@ class HarnessClock:
         return self.now()
 
     def datetime(self) -> _dt.datetime:
-        """The current harness time as an aware UTC datetime (``HARNESS_EPOCH`` + now)."""
-        return HARNESS_EPOCH + _dt.timedelta(seconds=self.now())
+        """The current harness time as an aware UTC datetime (the epoch + now)."""
+        return _dt.datetime.fromtimestamp(self.epoch() + self.now(), _dt.timezone.utc)
+
+    @property
+    def epoch_path(self) -> Path:
+        """Where the run's own epoch is kept, beside the clock."""
+        return self._path.with_name(self._path.name + ".epoch")
+
+    def epoch(self) -> float:
+        """The wall time (Unix seconds) harness time 0 stands for: the run's own, once
+        :meth:`set_epoch` gave it one, else :data:`HARNESS_EPOCH`."""
+        if self._epoch is None:
+            try:
+                with open(self.epoch_path, "rb") as f:
+                    self._epoch = float(f.read(64))
+            except FileNotFoundError:
+                return HARNESS_EPOCH.timestamp()
+        return self._epoch
+
+    def set_epoch(self, wall: float) -> None:
+        """Give the run an epoch of its own: harness time 0 stands for wall time ``wall``
+        (Unix seconds). Written once, before any worker reads the clock.
+
+        Raises :class:`HarnessUsageError` if the run has an epoch already (a worker may have
+        read it) or ``wall`` is not a finite number.
+        """
+        if not (isinstance(wall, (int, float)) and abs(wall) < 1e12):
+            raise HarnessUsageError(
+                f"cannot set the harness epoch to {wall!r}: give Unix seconds (a finite number)."
+            )
+        with self._locked():
+            if self.epoch_path.exists():
+                raise HarnessUsageError(
+                    f"the run of {self._path} has an epoch already ({self.epoch()!r}); it is "
+                    "set once, before the first worker starts."
+                )
+            tmp = self.epoch_path.with_name(f"{self.epoch_path.name}.{os.getpid()}.tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.write(fd, repr(float(wall)).encode())
+            finally:
+                os.close(fd)
+            os.replace(tmp, self.epoch_path)
+        self._epoch = float(wall)
 
     def advance(self, seconds: float) -> float:
         """Move the clock forward by ``seconds`` and return the new time.
@@ -149,14 +198,14 @@ def pin_wall_time(clock: HarnessClock) -> Callable[[], None]:
     """Pin this process's wall time to ``clock``; return the re-sync function.
 
     Only a worker calls this, in the child before the user's callable runs. Wall time
-    (``time.time()``, ``datetime.now()`` and friends) starts at :data:`HARNESS_EPOCH` plus the
+    (``time.time()``, ``datetime.now()`` and friends) starts at the run's epoch plus the
     clock's time and then moves with real time; ``time.monotonic()``, ``time.perf_counter()``
     and ``time.sleep()`` are the real ones. The returned function catches the pin up with the
     clock (the worker calls it at every fail point, and after a pause): when the harness moved
     the clock past the worker's wall time, wall time jumps forward to it; it never goes back.
     The pin is never lifted: the worker process ends with it.
     """
-    epoch = HARNESS_EPOCH.timestamp()
+    epoch = clock.epoch()
     _travel_to(epoch + clock.now())
 
     def resync() -> None:

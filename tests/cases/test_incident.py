@@ -3,7 +3,8 @@
 every single fault when it asks Stripe first; what a worker finds in the incident's world
 (its wall clock, the ledger rows, the exported charges by id and by search); the baseline
 is the fault-free run from an empty world, so the work production already did is neither
-lost nor a duplicate."""
+lost nor a duplicate. (The incident of 2024, its other subscription's charge and its
+recovery alone: ``test_incident_2024.py``.)"""
 
 from __future__ import annotations
 
@@ -15,11 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from pytest_crashpoints import Incident, ProviderSpec
 from pytest_crashpoints._plugin.fixture import default_authorities
-from pytest_crashpoints.errors import CrashpointsError
 from pytest_crashpoints.harness import CrashSettings, Deliver, Scenario, Schedule, explore, run_case
 from scenarios.renewal_incident import (
     INCIDENT,
@@ -108,11 +107,3 @@ def test_a_worker_finds_the_incidents_world(tmp_path: Path) -> None:
     assert data["rows"] == [["ren-2026-10", "charged"], ["ren-2026-11", "charging"]]
     assert data["october"] == 200
     assert data["november"] == ["ch_3QK9pLLkdIwHu7ix1cVb2RfS"]
-
-
-def test_an_incident_dated_before_the_harness_clock_is_refused(tmp_path: Path) -> None:
-    incident = Incident(exports={"payments": INCIDENT_DIR / "charges.json"},
-                        at=dt.datetime(2025, 6, 1, tzinfo=dt.timezone.utc))
-    with pytest.raises(CrashpointsError, match="before the harness's clock starts"):
-        run_case(_scenario(worker, recovery, incident=incident), Schedule((Deliver(0),)),
-                 base_dir=tmp_path, name="early")

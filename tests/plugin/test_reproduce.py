@@ -32,6 +32,9 @@ from pytest_crashpoints._cli.main import main
 
 REPO = Path(__file__).parents[2]
 INCIDENT = REPO / "scenarios" / "incident"
+#: The incident of 2024-06-14: the customer's other subscription's charge in the same export.
+INCIDENT_2024 = REPO / "scenarios" / "incident_2024"
+TEAM_CHARGE = "ch_3PRa6tKx1Rm8Qw2s1Lq0VnB4"
 BROKEN = FIXED = "scenarios.renewal_incident"
 #: November's renewal, the message production never acknowledged.
 MESSAGE = (INCIDENT / "message.json").read_text(encoding="utf-8").strip()
@@ -128,14 +131,19 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
          r"no message to redeliver and no --recover: nothing would run; give --message"),
         ({"ledger": "incident/broken.sql"},
          r"incident/broken\.sql is not an SQL dump SQLite runs .*\.dump > incident\.sql"),
-        ({"at": "2025-11-30T14:20:00Z"},
-         r"--at 2025-11-30T14:20:00\+00:00 is before the harness's clock starts"),
+        ({"worker": None},
+         r"--message given but no --worker to deliver it to: give --worker MODULE:FUNCTION, "
+         r"or leave the messages out to run the recovery alone"),
+        ({"message": None, "ledger": None},
+         r"no message to redeliver: the recovery alone runs, from the work the ledger holds; "
+         r"give the incident's --ledger"),
     ],
     ids=["worker-not-module-function", "module-does-not-import", "no-such-module",
          "attribute-missing", "output-not-test-py", "output-folder-missing", "ledger-missing",
          "no-incident-file", "unknown-provider", "export-not-pair", "malformed-export",
          "message-not-json", "message-without-task-id", "at-not-a-time",
-         "nothing-to-run", "dump-sqlite-cannot-run", "at-before-the-epoch"],
+         "nothing-to-run", "dump-sqlite-cannot-run", "message-without-worker",
+         "recovery-alone-without-ledger"],
 )
 def test_a_wrong_argument_writes_nothing_and_says_what_to_do(
     workdir: Path, changes: dict[str, str | None], says: str,
@@ -233,6 +241,36 @@ def test_no_run_writes_a_test_that_starts_from_the_incident(
                      "incident": incident}]
 
 
+def test_no_message_writes_a_test_of_the_recovery_alone_at_any_date(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The worker long dead, nothing to redeliver: the test runs the recovery alone (the
+    worker given is not needed, and left out), from an incident of 2024."""
+    argv = reproduce_argv(message=None, at="2024-06-14T09:31:05Z")
+    assert main(argv) == 0, capsys.readouterr()
+    path = workdir / str(OPTIONS["-o"])
+    source = path.read_text(encoding="utf-8")
+    assert "runs the recovery alone (there is no message to redeliver)" in source
+    assert "MESSAGES" not in source and "acme_billing.workers:worker" in source  # the command
+    tree = ast.parse(source, str(path))
+    [test] = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
+    test.decorator_list = []
+    namespace: dict[str, Any] = {"__file__": str(path), "__name__": "test_november"}
+    exec(compile(tree, str(path), "exec"), namespace)
+    assert namespace["INCIDENT"].at == dt.datetime(2024, 6, 14, 9, 31, 5, tzinfo=dt.timezone.utc)
+    runs: list[dict[str, Any]] = []
+
+    class Recorder:
+        def run(self, **arguments: Any) -> None:
+            runs.append(arguments)
+
+    namespace[path.stem](Recorder())
+    workers = importlib.import_module("acme_billing.workers")
+    views = importlib.import_module("acme_billing.views")
+    assert runs == [{"recover": workers.recovery, "ledger_view": views.renewals,
+                     "incident": namespace["INCIDENT"]}]
+
+
 def test_an_existing_test_file_is_kept_without_force_and_replaced_with_it(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -275,9 +313,10 @@ def project(tmp_path: Path) -> Path:
     """A user's project: the incident's files, a module with the crash tests' functions, and
     a configuration that switches the plugin off for its ordinary test runs."""
     shutil.copytree(INCIDENT, tmp_path / "incident")
+    shutil.copytree(INCIDENT_2024, tmp_path / "incident_2024")
     (tmp_path / "renewal_agents.py").write_text(
         f"from {BROKEN} import recovery_that_retries, worker_that_retries\n"
-        f"from {FIXED} import recovery, renewals, worker\n"
+        f"from {FIXED} import recovery, recovery_that_does_nothing, renewals, worker\n"
     )
     (tmp_path / "pyproject.toml").write_text(
         '[tool.pytest.ini_options]\naddopts = ["-p", "no:crashpoints"]\n'
@@ -355,3 +394,69 @@ def test_a_test_that_reaches_no_verdict_is_no_reproduction(project: Path) -> Non
     assert "KeyError" in run.stdout  # the test's own report of what went wrong
     assert ("crashpoints reproduce: test_november_incident.py reached no verdict on the "
             "incident" in run.stderr)
+
+
+# -- the incident of 2024 ----------------------------------------------------------------------
+
+JUNE = ["--view", "renewal_agents:renewals", "--ledger", "incident_2024/renewals.sql",
+        "--export", "payments=incident_2024/charges.json"]
+
+
+def test_a_2024_incident_reproduces_with_the_real_duplicate_only(project: Path) -> None:
+    run = run_reproduce([
+        sys.executable, "-m", "pytest_crashpoints._cli.main", "reproduce",
+        "--worker", "renewal_agents:worker_that_retries",
+        "--recover", "renewal_agents:recovery_that_retries", *JUNE,
+        "--messages", "incident_2024/message.json", "--points", "C",
+        "-o", "test_june_incident.py",
+    ], project)
+    out = run.stdout
+    assert run.returncode == 1, out + run.stderr
+    [duplicate] = [line for line in out.splitlines() if line.startswith("invariant 1 ")]
+    assert "message 0's charges.create happened twice at payments (production had made it " \
+           "before the case)" in duplicate
+    assert "at t=2024-06-14T09:30:02Z by production (in the incident" in duplicate
+    assert TEAM_CHARGE not in duplicate
+    assert f"{TEAM_CHARGE}: history of ren-team-2024-06 (metadata renewal_id)" in out
+    assert "crashpoints reproduce: the incident reproduces (invariant(s) 1, 2)" in out
+
+
+def test_the_fixed_charger_passes_the_2024_incident(project: Path) -> None:
+    run = run_reproduce([
+        sys.executable, "-m", "pytest_crashpoints._cli.main", "reproduce",
+        "--worker", "renewal_agents:worker", "--recover", "renewal_agents:recovery", *JUNE,
+        "--messages", "incident_2024/message.json", "--points", "CD",
+        "-o", "test_june_incident.py",
+    ], project)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "crashpoints reproduce: not reproduced" in run.stdout
+
+
+@pytest.mark.parametrize(
+    ("recovery", "status", "invariants"),
+    [("recovery", 0, None), ("recovery_that_does_nothing", 1, "2"),
+     ("recovery_that_retries", 1, "1, 2")],
+    ids=["fixed", "does-nothing", "charges-again"],
+)
+def test_a_recovery_only_incident_is_reproduced_by_its_recovery_alone(
+    project: Path, recovery: str, status: int, invariants: str | None
+) -> None:
+    """No message, no worker: the recovery alone, killed at its points, twice at once, its
+    lookups failing. One that does nothing causes no duplicate: it is caught only for the
+    row it leaves in flight (invariant 2), never for the charges production made."""
+    run = run_reproduce([
+        sys.executable, "-m", "pytest_crashpoints._cli.main", "reproduce",
+        "--recover", f"renewal_agents:{recovery}", *JUNE, "--points", "CDF",
+        "-o", "test_june_alone.py",
+    ], project)
+    out = run.stdout
+    assert run.returncode == status, out + run.stderr
+    if invariants is None:
+        assert "crashpoints reproduce: not reproduced" in out
+        summary = re.search(r"1 crash test\(s\), (\d+) case\(s\)", out)
+        assert summary is not None and int(summary[1]) > 3, out
+    else:
+        assert (f"crashpoints reproduce: the incident reproduces (invariant(s) {invariants})"
+                in out)
+        assert "minimal schedule: no steps" in out
+        assert "setup      0 message(s); providers: payments; from the incident" in out

@@ -1,6 +1,7 @@
 """An incident's files, before any case runs: the ledger copy placed where the view reads it
-(an SQLite file with its WAL, an SQL dump, JSON lines), which message each exported object
-belongs to, and every mistake in an ``Incident`` refused with what to do."""
+(an SQLite file with its WAL, an SQL dump, JSON lines), the times it holds, and every
+mistake in an ``Incident`` refused with what to do. (Whose each exported object is:
+``test_provenance.py``.)"""
 
 from __future__ import annotations
 
@@ -11,10 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from fake_providers import Exported
-from pytest_crashpoints import Authority, Incident, ProviderSpec, State
-from pytest_crashpoints._harness.case.incident import _task_of, ledger_times, place_ledger
-from pytest_crashpoints._ledger.records import Attempt
+from pytest_crashpoints import Authority, Incident, ProviderSpec
+from pytest_crashpoints._harness.case.incident_ledger import ledger_times, place_ledger
 from pytest_crashpoints.errors import CrashpointsError
 from pytest_crashpoints.harness import Scenario
 
@@ -63,41 +62,6 @@ def test_a_dump_sqlite_cannot_run_is_refused_saying_how_to_make_one(tmp_path: Pa
         place_ledger(dump, tmp_path / "jobs.db")
 
 
-def _object(object_id: str, **metadata: str) -> Exported:
-    return Exported("charge", object_id, "charges.create", {"metadata": metadata},
-                    aliases=(object_id,))
-
-
-def _row(task: str, *, result_ref: str | None = None, key: str = "") -> Attempt:
-    authority = Authority.of(tenant_id="t", credential_scope=[], policy_version="p")
-    return Attempt(
-        attempt_id=f"a-{task}", task_id=task, tool_name="charge", args_hash="h", args={},
-        idempotency_key=key, state=State.OUTCOME_CONFIRMED, provider_request_id=None,
-        result_ref=result_ref, authority=authority, owner=None, lease_expires_at=None,
-        next_attempt_at=None, attempt_count=1, parent_attempt_id=None, created_at=0.0,
-        updated_at=0.0,
-    )
-
-
-MESSAGES = [{"task_id": "ren-11"}, {"task_id": "ren-12"}]
-
-
-def test_an_object_a_row_names_belongs_to_that_rows_task_even_if_no_message_is_its() -> None:
-    rows = [_row("ren-10", result_ref="ch_old"), _row("ren-11", key="renewal-11")]
-    assert _task_of(_object("ch_old", renewal="ren-11"), rows, MESSAGES) == "ren-10"
-    keyed = Exported("charge", "ch_x", "charges.create", {}, idempotency_key="renewal-11")
-    assert _task_of(keyed, rows, MESSAGES) == "ren-11"
-
-
-def test_an_object_no_row_names_belongs_to_the_message_its_metadata_names() -> None:
-    assert _task_of(_object("ch_1", renewal_id="ren-12"), [], MESSAGES) == "ren-12"
-
-
-def test_an_object_nothing_names_belongs_to_the_only_task_or_to_none() -> None:
-    assert _task_of(_object("ch_1"), [], [{"task_id": "only"}, {"task_id": "only"}]) == "only"
-    assert _task_of(_object("ch_1"), [], MESSAGES) is None
-
-
 def test_an_incident_names_real_files_and_an_aware_time(tmp_path: Path) -> None:
     with pytest.raises(CrashpointsError, match="names no file"):
         Incident()
@@ -136,10 +100,3 @@ def test_the_times_a_ledger_holds_are_its_unix_seconds_and_iso_text(tmp_path: Pa
     lines.write_text('{"id": "a", "at": "2026-11-30T14:05:00+00:00"}\nnot json\n'
                      '{"id": "b", "at": 1796047600}\n')
     assert sorted(ledger_times(lines)) == [1796047500.0, 1796047600.0]
-
-
-def test_an_object_names_its_task_by_sendgrid_custom_args_or_github_labels() -> None:
-    mail = Exported("message", "m1", "mail.send", {"unique_args": {"job": "ren-12"}})
-    issue = Exported("issue", "o/r#3", "issues.create", {"labels": ["bug", "ren-11"]})
-    assert _task_of(mail, [], MESSAGES) == "ren-12"
-    assert _task_of(issue, [], MESSAGES) == "ren-11"

@@ -149,7 +149,6 @@ def run_bridge(
     import contextlib
     import secrets
 
-    from ..._process.clock import HARNESS_EPOCH
     from ..._process.program import describe_exit, start_command, tail
     from .failpoint_server import FailpointServer
     from .relay import Relay
@@ -166,7 +165,7 @@ def run_bridge(
         protocol = stack.enter_context(
             FailpointServer(
                 now=ctx.now,
-                epoch=HARNESS_EPOCH.timestamp(),
+                epoch=ctx.clock.epoch(),
                 tasks=lambda task: _task_info(env_, who, task),
                 credential=credential,
             )

@@ -248,10 +248,10 @@ class CaseEnv:
 def make_provider(env: CaseEnv, spec: ProviderSpec, clock: HarnessClock) -> Provider:
     """Open (or create) the fake provider of ``spec`` over its journal in ``env``."""
     if spec.api is not None:
-        return spec.api.provider(env.journal_path(spec.name), clock=clock.now)
+        return spec.api.provider(env.journal_path(spec.name), clock=clock.now, epoch=clock.epoch)
     from fake_providers import PROVIDERS
 
-    return PROVIDERS[spec.name](env.journal_path(spec.name), clock=clock.now)
+    return PROVIDERS[spec.name](env.journal_path(spec.name), clock=clock.now, epoch=clock.epoch)
 
 
 def _env_name(provider: str) -> str:
@@ -301,9 +301,7 @@ class Context:
         """The authority ``task_id`` held at time ``at`` (for ledger views whose table does
         not store it). ``at`` is harness seconds (``ctx.now()``) or, for a ledger stamped
         with ``time.time()`` inside a worker, the pinned wall time: both are understood."""
-        from ..._process.clock import HARNESS_EPOCH
-
-        epoch = HARNESS_EPOCH.timestamp()
+        epoch = self.clock.epoch()
         if at >= epoch:
             at -= epoch
         held = None
@@ -315,8 +313,12 @@ class Context:
     # -- the case's work --------------------------------------------------------------------
 
     def tasks(self) -> list[str]:
-        """The case's task ids (recovery's work is theirs), in message order."""
-        return list(self.env.tasks)
+        """The case's task ids (recovery's work is theirs), in message order; in a case with
+        no messages (an incident reproduced by its recovery alone), every task the harness
+        gave an authority, in the order it did."""
+        if self.env.messages:
+            return list(self.env.tasks)
+        return list(dict.fromkeys(change.task_id for change in self._authorities.changes()))
 
     def messages(self) -> list[Mapping[str, Any]]:
         """The case's messages, in delivery order."""

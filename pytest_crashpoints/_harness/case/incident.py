@@ -11,26 +11,29 @@ the six invariants are checked as for any case.
 What the incident's objects are measured against: the fault-free run of the same messages
 from an empty world (run first, once). Work the incident already did counts as done once: a
 recovery that charges again is a duplicate (invariant 1), a row left unresolved is one of
-invariant 2.
+invariant 2. Whose each object is, the harness reads from evidence only (``provenance``):
+an object of other work is history, never the case's effect.
 
-Which message an exported object belongs to, in order: a row of the incident's ledger that
-names it (its id, or the idempotency key the export gives) and whose task is a message's; a
-metadata value equal to a message's ``task_id``; the only task, if there is one. An object
-that belongs to no message is the production worker's, for no message.
+The case's clock starts at the incident: its epoch (the wall time harness time 0 stands
+for) is the earliest time the incident holds, so the exported objects keep their own times,
+in order, and the workers' wall clocks, the providers' new objects and the timeline are in
+the incident's own time. An incident with no messages is reproduced by its recovery alone.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import json
+import math
 import os
-import shutil
-import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ...errors import CrashpointsError
+from ..verdict.evidence import PRODUCTION, row_digest
+from .incident_ledger import ledger_times, place_ledger, reference_to_harness_time
 
 if TYPE_CHECKING:
     from fake_providers import ApiKey, Exported, Provider
@@ -42,12 +45,19 @@ if TYPE_CHECKING:
     from ..verdict.evidence import ExpectedEffect, ProviderRequest
     from .context import CaseEnv, Context
 
-__all__ = ["PRODUCTION", "Incident", "history"]
+__all__ = [
+    "PRODUCTION",
+    "Incident",
+    "history",
+    "no_worker",
+    "read_incident",
+    "recovery_authorities",
+]
 
-#: The name of the processes that made an incident's objects (``production-<message>``).
-PRODUCTION = "production"
+#: Where the harness keeps what it read of the incident, in the run directory (with the
+#: providers' journals: copied with them, never taken for the agent's own files).
+INCIDENT_FILE = "incident.json"
 
-_SQLITE_HEADER = b"SQLite format 3\x00"
 #: Where the workers' clocks start without ``at``: this long after the newest exported object
 #: (a queue redelivers a dead worker's message after a while, and a search then sees what
 #: was made before the crash).
@@ -137,16 +147,29 @@ class Incident:
     # -- in a fresh world, before the first step ------------------------------------------------
 
     def seed(self, world: World) -> None:
-        """Put the incident's ledger and objects in ``world``, and its clock at the incident."""
-        from fake_providers import ExportError, read_export
-
-        from ..._process.clock import HARNESS_EPOCH
-
-        times: list[float] = []
+        """Put the incident's ledger and objects in ``world``, its clock at the incident, and
+        what the harness read of them where the case's checks find it (:func:`read_incident`)."""
+        target = None
         if self.ledger is not None:
             target = ledger_target(world)
             place_ledger(Path(self.ledger), target)
-            times = ledger_times(target)
+        exported = self._exported(world)
+        created = [obj.created for _, objects in exported for obj in objects if obj.created]
+        self._start_clock(world, created, [] if target is None else ledger_times(target))
+        if target is not None and world.scenario.ledger_view is None:
+            reference_to_harness_time(target, world.clock.epoch())
+        rows = list(world.view().attempts()) if target is not None else []
+        record = {
+            "readings": _seed_objects(world, exported, rows),
+            "rows": {row.attempt_id: row_digest(row) for row in rows},
+        }
+        path = world.env.run_dir.journals / INCIDENT_FILE
+        path.write_text(json.dumps(record, sort_keys=True), encoding="utf-8")
+
+    def _exported(self, world: World) -> list[tuple[str, list[Exported]]]:
+        """Each provider's exported objects, as the provider reads its export."""
+        from fake_providers import ExportError, read_export
+
         exported: list[tuple[str, list[Exported]]] = []
         try:
             for name, path in self.exports.items():
@@ -156,42 +179,64 @@ class Incident:
                 )
         except ExportError as exc:
             raise CrashpointsError(f"the incident's export cannot be read: {exc}") from None
-        created = [obj.created for _, objects in exported for obj in objects if obj.created]
-        self._set_clock(world, [*created, *times])
-        rows = list(world.view().attempts()) if self.ledger is not None else []
-        start = world.clock.now()
-        epoch = HARNESS_EPOCH.timestamp()
-        for name, objects in exported:
-            for obj in objects:
-                task = _task_of(obj, rows, world.scenario.messages)
-                process, authority = _maker(task, world)
-                key = _key(process, authority)
-                at = start if obj.created is None else max(0.0, min(start, obj.created - epoch))
-                try:
-                    world.providers[name].seed([obj], key=key, at=at)
-                except ExportError as exc:
-                    raise CrashpointsError(f"the incident's exports: {exc}") from None
+        return exported
 
-    def _set_clock(self, world: World, times: Sequence[float]) -> None:
-        """The clock at ``at``, else a minute after the newest of ``times`` (the exported
-        objects' and the ledger's)."""
-        from ..._process.clock import HARNESS_EPOCH
-
+    def _start_clock(
+        self, world: World, created: Sequence[float], ledger: Sequence[float]
+    ) -> None:
+        """The case's epoch at the earliest time the incident holds (its objects' creation,
+        the ledger's times, ``at``), and its clock at ``at`` (default: a minute after the
+        newest of them). An incident that holds no time keeps the harness's epoch."""
+        times = [*created, *ledger]
         if self.at is not None:
             when = self.at.timestamp()
         elif times:
             when = max(times) + DEFAULT_AFTER
         else:
             return
-        start = when - HARNESS_EPOCH.timestamp()
-        if start < world.clock.now():
-            raise CrashpointsError(
-                f"the incident is dated {_dt.datetime.fromtimestamp(when, _dt.timezone.utc)}, "
-                f"before the harness's clock starts ({HARNESS_EPOCH.isoformat()}): the "
-                "workers' wall clocks cannot go back there. Give a later Incident(at=...) "
-                "(crashpoints reproduce: --at)."
-            )
-        world.clock.set(start)
+        epoch = float(math.floor(min([*times, when])))
+        world.clock.set_epoch(epoch)
+        world.clock.set(max(world.clock.now(), when - epoch))
+
+
+def _seed_objects(
+    world: World, exported: Sequence[tuple[str, Sequence[Exported]]], rows: Sequence[Attempt]
+) -> dict[str, dict[str, Any]]:
+    """Journal each exported object at its own time (in harness time; none after the clock's
+    start), as made by the production process of its task: how each was read, by
+    ``"<provider> <request id>"``."""
+    from fake_providers import ExportError
+
+    from .provenance import read_objects
+
+    tasks = [str(m["task_id"]) for m in world.scenario.messages]
+    start, epoch = world.clock.now(), world.clock.epoch()
+    readings: dict[str, dict[str, Any]] = {}
+    for name, objects in exported:
+        for obj, reading in zip(objects, read_objects(objects, rows, tasks), strict=True):
+            process, authority = _maker(reading.task, world)
+            at = start if obj.created is None else max(0.0, min(start, obj.created - epoch))
+            try:
+                [request_id] = world.providers[name].seed(
+                    [obj], key=_key(process, authority), at=at
+                )
+            except ExportError as exc:
+                raise CrashpointsError(f"the incident's exports: {exc}") from None
+            readings[f"{name} {request_id}"] = {
+                "task": reading.task if reading.work else None,
+                "history": not reading.work,
+                "text": reading.text,
+            }
+    return readings
+
+
+def no_worker(message: Any, ctx: Context) -> None:
+    """The worker of an incident reproduced by its recovery alone: no message is delivered
+    to it. Raises :class:`CrashpointsError` if one is."""
+    raise CrashpointsError(
+        f"message {message!r} was delivered to a test with no worker (an incident reproduced "
+        "by its recovery alone); pass worker= to deliver messages."
+    )
 
 
 def history(effects: Iterable[ProviderRequest]) -> list[ExpectedEffect]:
@@ -205,6 +250,23 @@ def history(effects: Iterable[ProviderRequest]) -> list[ExpectedEffect]:
         for e in effects
         if e.process == PRODUCTION and e.effect_applied
     ]
+
+
+def read_incident(journals: Path) -> tuple[dict[tuple[str, str], dict[str, Any]], dict[str, str]]:
+    """What the harness read of the incident of a run (whose ``journals`` folder it is): each
+    seeded object's reading by ``(provider, request id)`` (``task``, ``history``, ``text``),
+    and each row of its ledger as production left it (attempt id -> ``row_digest``). Empty
+    for a run without an incident."""
+    path = journals / INCIDENT_FILE
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}, {}
+    readings: dict[tuple[str, str], dict[str, Any]] = {}
+    for key, value in record["readings"].items():
+        provider, _, request_id = key.partition(" ")
+        readings[(provider, request_id)] = value
+    return readings, dict(record["rows"])
 
 
 def ledger_target(world: World) -> Path:
@@ -222,144 +284,70 @@ def ledger_target(world: World) -> Path:
     return Path(path)
 
 
-def place_ledger(source: Path, target: Path) -> None:
-    """Copy the incident's ledger to ``target``: an SQLite file through SQLite's backup (a
-    consistent copy, its WAL included), an SQL dump executed into a new database, anything
-    else (JSON lines) byte for byte. The copy is synced: it is there before the first step."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(source, "rb") as f:
-        head = f.read(len(_SQLITE_HEADER))
-    if head == _SQLITE_HEADER:
-        _sqlite_copy(source, target)
-    elif source.suffix.lower() == ".sql":
-        _from_dump(source, target)
-    else:
-        shutil.copyfile(source, target)
-    fd = os.open(target, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def recovery_authorities(
+    incident: Incident,
+    ledger_view: Any,
+    providers: Sequence[Any],
+    base_dir: Path,
+) -> dict[str, Authority]:
+    """The authorities of a recovery-only incident's tasks (it has no messages to give
+    them): each task of its ledger's rows (a row whose view reads no task is a task of its
+    own, named by its attempt id) acts for the tenant, scope and policy the row records when
+    the view reads them, else for ``tenant-1`` with every scope of every
+    provider of the test, under policy ``p1``. ``ledger_view`` is the test's (``None``: the
+    reference ledger); ``base_dir`` a folder to read the copy in. Raises
+    :class:`CrashpointsError` for an incident without a ledger."""
+    import tempfile
 
+    from ..._ledger.authority import Authority
+    from ..storage.rundir import RunDir
+    from .context import CaseEnv, Context
 
-#: What counts as a time in a ledger: Unix seconds from 2000 to 2100.
-_PLAUSIBLE = (946684800.0, 4102444800.0)
-#: How many values of a ledger are looked at for times, at most.
-_SCAN_LIMIT = 200_000
-
-
-def ledger_times(path: Path) -> list[float]:
-    """The times a ledger holds (Unix seconds, ISO 8601 text), for the clock's default start:
-    its rows' updates, leases and retries are from before production stopped, or just after."""
-    with open(path, "rb") as f:
-        head = f.read(len(_SQLITE_HEADER))
-    values: list[Any] = []
-    if head == _SQLITE_HEADER:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            tables = [
-                r[0]
-                for r in conn.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table' "
-                    "AND name NOT LIKE 'sqlite_%'"
-                )
-            ]
-            for table in tables:
-                quoted = '"' + table.replace('"', '""') + '"'
-                for row in conn.execute(f"SELECT * FROM {quoted} LIMIT {_SCAN_LIMIT}"):
-                    values += row
-                    if len(values) > _SCAN_LIMIT:
-                        break
-        except sqlite3.Error:
-            return []
-        finally:
-            conn.close()
-    else:
-        import json
-
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines()[:_SCAN_LIMIT]:
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, Mapping):
-                values += list(record.values())
-    return [t for t in map(_as_time, values[:_SCAN_LIMIT]) if t is not None]
-
-
-def _as_time(value: Any) -> float | None:
-    low, high = _PLAUSIBLE
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value) if low <= value <= high else None
-    if isinstance(value, str) and 10 <= len(value) <= 40 and value[:4].isdigit():
-        try:
-            parsed = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return None
-        if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=_dt.timezone.utc)
-        return parsed.timestamp() if low <= parsed.timestamp() <= high else None
-    return None
-
-
-def _sqlite_copy(source: Path, target: Path) -> None:
-    src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
-    try:
-        dst = sqlite3.connect(target)
-        try:
-            src.backup(dst)
-        finally:
-            dst.close()
-    except sqlite3.DatabaseError as exc:
-        raise CrashpointsError(f"the incident's ledger {source} cannot be read: {exc}.") from None
-    finally:
-        src.close()
-
-
-def _from_dump(source: Path, target: Path) -> None:
-    script = source.read_text(encoding="utf-8")
-    conn = sqlite3.connect(target)
-    try:
-        conn.executescript(script)
-    except sqlite3.Error as exc:
+    if incident.ledger is None:
         raise CrashpointsError(
-            f"the incident's ledger {source} is not an SQL dump SQLite runs ({exc}); make "
-            "it with `sqlite3 prod.db .dump > incident.sql`."
-        ) from None
-    finally:
-        conn.close()
+            "an incident with no messages is reproduced by its recovery alone, from the "
+            "work its ledger holds: give its ledger= (or the messages to redeliver)."
+        )
+    scope = sorted({scope for spec in providers for scope in spec.scopes})
+    with tempfile.TemporaryDirectory(prefix="incident-", dir=base_dir) as scratch:
+        run = RunDir.create(scratch, "rows")
+        try:
+            env = CaseEnv(str(run.path), tuple(providers), ())
+            from ..storage.authority_store import AuthorityStore
 
+            AuthorityStore(env.authority_path, clock=lambda: 0.0)
+            ctx = Context(env, "harness")
+            try:
+                if ledger_view is None:
+                    target = env.ledger_path
+                    place_ledger(Path(incident.ledger), target)
+                    from ..._ledger.sqlite import Ledger
 
-def _task_of(
-    obj: Exported, rows: Sequence[Attempt], messages: Sequence[Mapping[str, Any]]
-) -> str | None:
-    """The task ``obj`` belongs to (``None``: none the harness can tell)."""
-    if obj.task_id is not None:
-        return obj.task_id
+                    ledger = Ledger(target)
+                    try:
+                        rows = ledger.attempts()
+                    finally:
+                        ledger.close()
+                else:
+                    view = ledger_view(ctx)
+                    place_ledger(Path(incident.ledger), Path(view.path))
+                    rows = list(view.attempts())
+            finally:
+                ctx.close()
+        finally:
+            run.close(passed=True)
+    from .provenance import task_of
+
+    authorities: dict[str, Authority] = {}
     for row in rows:
-        stored = {row.idempotency_key, row.provider_request_id, row.result_ref}
-        if obj.names & {str(v) for v in stored if v}:
-            return row.task_id  # the row's, a message's or not (the incident's history)
-    tasks = list(dict.fromkeys(str(m["task_id"]) for m in messages))
-    values = _tags(obj.body)
-    for task in tasks:
-        if task in values:
-            return task
-    return tasks[0] if len(tasks) == 1 else None
-
-
-def _tags(body: Mapping[str, Any]) -> set[str]:
-    """What an object carries to name its work: Stripe's ``metadata`` values, SendGrid's
-    ``unique_args`` (custom args) values, a GitHub issue's labels."""
-    found: set[str] = set()
-    for field in ("metadata", "unique_args"):
-        values = body.get(field)
-        if isinstance(values, Mapping):
-            found |= {str(v) for v in values.values() if isinstance(v, (str, int))}
-    labels = body.get("labels")
-    if isinstance(labels, list):
-        found |= {str(v) for v in labels if isinstance(v, str)}
-    return found
+        if task_of(row) not in authorities:
+            recorded = row.authority
+            authorities[task_of(row)] = Authority.of(
+                tenant_id=recorded.tenant_id or "tenant-1",
+                credential_scope=sorted(recorded.credential_scope) or scope,
+                policy_version=recorded.policy_version or "p1",
+            )
+    return authorities
 
 
 def _maker(task: str | None, world: World) -> tuple[str, Authority]:
@@ -373,11 +361,12 @@ def _maker(task: str | None, world: World) -> tuple[str, Authority]:
         return process, scenario.authorities[task]
     tenants = {a.tenant_id for a in scenario.authorities.values()}
     if len(tenants) != 1:
+        whose = "no task" if task is None else f"task {task!r}, which has no authority"
         raise CrashpointsError(
-            f"an object of the incident belongs to task {task!r}, which is none of the "
-            "messages' tasks, and they act for several tenants "
-            f"({', '.join(sorted(tenants))}); say whose it is: give its task an authority "
-            "(authorities=), or put a message's task id in its metadata."
+            f"an object of the incident belongs to {whose}, and the test's tasks act for "
+            f"{len(tenants)} tenants ({', '.join(sorted(tenants)) or 'none'}): the harness "
+            "cannot tell whose tenant holds it. Give its task an authority (authorities=), "
+            "or leave the object out of the export."
         )
     first = sorted(scenario.authorities)[0]
     return PRODUCTION, scenario.authorities[first]

@@ -309,11 +309,17 @@ def _evidence(
     run: CaseRun, expected: Sequence[ExpectedEffect] | None, ending: Ending
 ) -> Evidence:
     """What the checks read of the case: its ending, its observations and incidents, and the
-    effects expected (an incident's own requests among them)."""
-    if expected is not None and run.scenario.incident is not None:
-        from .incident import history
+    effects expected (an incident's own requests among them); from an incident, its epoch
+    (times are shown in the incident's own) and its ledger's rows as production left them."""
+    epoch: float | None = None
+    left: dict[str, str] = {}
+    if run.scenario.incident is not None:
+        from .incident import history, read_incident
 
-        expected = (*expected, *history(ending.requests))
+        if expected is not None:
+            expected = (*expected, *history(ending.requests))
+        epoch = run.clock.epoch()
+        left = read_incident(run.env.run_dir.journals)[1]
     return Evidence(
         attempts=ending.attempts,
         events=ending.events,
@@ -324,6 +330,8 @@ def _evidence(
         incidents=tuple(run.incidents),
         rerun=ending.rerun,
         ledger_columns=ending.ledger_columns,
+        epoch=epoch,
+        incident_rows=left,
     )
 
 
@@ -404,7 +412,7 @@ def verdict(
         requests=evidence.requests,
         keys={name: a.attempt_id for a in evidence.attempts for name in stored_links(a, evidence)},
     )
-    evidence = dataclasses.replace(evidence, timeline=render_timeline(rows))
+    evidence = dataclasses.replace(evidence, timeline=render_timeline(rows, epoch=evidence.epoch))
     _refuse_a_broken_script(ending.model_calls)
     violations = _violations(run, evidence, ending.unreadable)
     if expected is None and not schedule.faults and not evidence.requests:
@@ -416,7 +424,7 @@ def verdict(
         )
     record = None
     if violations or run.errors:
-        record = case_record(rows, evidence.attempts, violations)
+        record = case_record(rows, evidence.attempts, violations, epoch=evidence.epoch)
     return CaseResult(
         schedule=schedule,
         violations=violations,

@@ -19,9 +19,8 @@ from ..._ledger.records import Attempt, Event, QueueEntry
 from ...errors import LedgerError
 from ..storage.authority_store import AuthorityChange
 from ..storage.crashstates import RunDirReader
-from ..verdict.evidence import ProviderRequest
+from ..verdict.evidence import PRODUCTION, ProviderRequest
 from .context import CaseEnv, Context, authority_fingerprint, key_secret, make_provider
-from .incident import PRODUCTION
 from .scenario import Scenario
 
 if TYPE_CHECKING:
@@ -295,6 +294,9 @@ class World:
         """Every request every provider received, as its journal recorded it, attributed to
         the process whose credential it presented (``deliveries``: which message each worker
         process delivered) and to the authority that credential was issued for."""
+        from .incident import read_incident
+
+        readings, _rows = read_incident(self.env.run_dir.journals)
         # The processes that made an incident's objects in production (``incident.py``).
         deliveries = {
             **{f"{PRODUCTION}-{i}": i for i in range(len(self.scenario.messages))},
@@ -322,6 +324,8 @@ class World:
                     authority = issued.get(fingerprint)
                 message = deliveries.get(process or "")
                 task = None if message is None else str(self.scenario.messages[message]["task_id"])
+                reading = readings.get((spec.name, record.request_id), {})
+                task = task or reading.get("task")
                 out.append(
                     ProviderRequest(
                         provider=spec.name,
@@ -347,6 +351,8 @@ class World:
                         body=bodies.get(record.request_id) if record.effect_applied else None,
                         fault=record.fault,
                         world_limit=record.world_limit,
+                        reading=reading.get("text"),
+                        history=bool(reading.get("history")),
                     )
                 )
                 monotonic.append(record.mono_ns or 0)

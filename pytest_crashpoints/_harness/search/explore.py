@@ -130,6 +130,7 @@ def _space(
         for provider, count in asked.items():
             effects[message][provider] = count
     specs = scenario.providers
+    alone = not scenario.messages and scenario.incident is not None
     return Space(
         messages=len(scenario.messages),
         reachable=tuple(golden.delivery_hits.get(i, {}) for i in messages),
@@ -145,6 +146,10 @@ def _space(
         kinds=None if faults is None else frozenset(faults),
         between=tuple(golden.delivery_between.get(i, ()) for i in messages),
         lossy=tuple(golden.delivery_lossy.get(i, ()) for i in messages),
+        recovery_alone=alone and scenario.recover is not None,
+        # A recovery alone finds its work at the start: the fault-free case's recovery run
+        # reached what any of its faults can reach.
+        recovery_reach=golden.recovery_points if alone else None,
     )
 
 
@@ -339,6 +344,8 @@ class _Explorer:
             )
         self._place_power_loss(space)
         self._place_forgotten_sessions(space)
+        if space.recovery_alone:
+            return self._placed_alone(space)
         probes = probe_kills(space)
         if not probes or self.scenario.recover is None:
             return space
@@ -359,6 +366,25 @@ class _Explorer:
         if races_placed(space) and not races_placed(placed):
             self.report.declared = tuple(p for p in self.report.declared if p != "racing recovery")
         return placed
+
+    def _placed_alone(self, space: Space) -> Space:
+        """A recovery alone (an incident with no messages): its faults where the fault-free
+        case's recovery reached; what needs a worker or a message is not applicable."""
+        self.report.not_applicable += unplaced_faults(space)
+        unplaced = dataclasses.replace(space, recovery_reach=None)
+        if races_placed(unplaced) and not races_placed(space):
+            self.report.declared = tuple(p for p in self.report.declared if p != "racing recovery")
+        alone = {
+            "E": "authority changes (E): an incident reproduced by its recovery alone has no "
+            "message whose task's authority to change",
+            "D": "a message delivered twice (D): an incident reproduced by its recovery alone "
+            "delivers none (two recoveries at once are tried)",
+        }
+        for point, why in alone.items():
+            if point in self.report.declared:
+                self.report.declared = tuple(p for p in self.report.declared if p != point)
+                self.report.not_applicable.append(why)
+        return space
 
     def plan(self, more: int) -> None:
         """Expect ``more`` cases after those run so far (and say so to ``on_case``)."""
@@ -454,7 +480,12 @@ class _Explorer:
 
     def _incident_baseline(self, base: Schedule) -> bool:
         """What an incident's cases are measured against: the fault-free run of the same
-        messages from an empty world (``incident.py``). It must pass too."""
+        messages from an empty world (``incident.py``). It must pass too. An incident with
+        no messages has nothing to measure against: what its recovery does is all the case's
+        own, and production's objects count as done once."""
+        if not self.scenario.messages:
+            self.expected = ()
+            return True
         clean = dataclasses.replace(self.scenario, incident=None)
         result = self._patient(clean, base, name="baseline", expected=None)
         if not result.passed:

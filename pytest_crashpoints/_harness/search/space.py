@@ -104,6 +104,9 @@ class Space:
     #: Per message, the databases its worker committed to where a power loss is not a kill,
     #: with their settings (``("jobs.db", "wal/1")``, ``powerloss.lossy_databases``).
     lossy: tuple[tuple[tuple[str, str], ...], ...] = ()
+    #: Whether the case delivers no message and its recovery finishes what an incident
+    #: left in flight: the faults of recovery come at the start (no kill leaves the work).
+    recovery_alone: bool = False
 
     def chooses(self, kind: str) -> bool:
         """Whether faults of ``kind`` (:data:`FAULT_KINDS`) are tried: chosen, or not left
@@ -150,6 +153,8 @@ def _base(space: Space) -> list[Step]:
 
 
 Part: TypeAlias = tuple[int, str, Any]
+#: The position of the parts of a fault that come before any delivery (a recovery alone's).
+START = -1
 
 
 def fault_kind(fault: tuple[Part, ...]) -> str:
@@ -255,8 +260,10 @@ def _every_single_fault(space: Space) -> Iterator[tuple[Part, ...]]:
     with the kill that leaves one there (at B, else C, else A: the first reachable) and the
     recovery run that must cope with it. Faults at a provider (a lost answer, a refusal, a
     lookup that fails during the worker's own confirmation) come before the delivery whose
-    requests they hit.
+    requests they hit. A recovery alone meets its faults at the start.
     """
+    if space.recovery_alone:
+        yield from _faults_at_start(space)
     for i in range(space.messages):
         yield from _kills(space, i)
         if "D" in space.points:
@@ -407,6 +414,24 @@ def _recovery_faults(
                 yield ((i, "kill", in_flight), (i, "after", Recover(KillAt(point, 1))))
 
 
+def _faults_at_start(space: Space) -> Iterator[tuple[Part, ...]]:
+    """The faults of a recovery alone, which finds an incident's work in flight from the
+    start: its lookups failing or its search lagging (F), itself killed at each point of
+    the declared ones (A, B, C) and of its own, and two recoveries at once (D)."""
+    if "F" in space.points:
+        for provider in space.providers:
+            yield ((START, "after", LookupTimeouts(provider, None)),)
+        for provider in space.searching:
+            yield ((START, "after", SearchLag(provider)),)
+    if space.points & {"A", "B", "C"}:
+        kills = [p for p in ("A", "B", "C") if p in space.points] + list(RECOVERY_POINTS)
+        for point in kills:
+            yield ((START, "after", Recover(KillAt(point, 1))),)
+    if "D" in space.points:
+        for race_point in RACE_POINTS:
+            yield ((START, "after", Recover(racing=True, pause_at=race_point)),)
+
+
 def _racing_recoveries(
     space: Space, i: int, in_flights: Sequence[KillAt]
 ) -> Iterator[tuple[Part, ...]]:
@@ -426,8 +451,13 @@ def _apply(space: Space, faults: Sequence[tuple[Part, ...]]) -> Schedule | None:
     delivers: list[Deliver] = [Deliver(i) for i in range(space.messages)]
     before: list[list[Step]] = [[] for _ in range(space.messages)]
     after: list[list[Step]] = [[] for _ in range(space.messages)]
+    start: list[Step] = []
     for position, kind, value in (part for fault in faults for part in fault):
-        if kind in _OF_A_DELIVERY:
+        if position == START:
+            if any(isinstance(step, type(value)) for step in start):
+                return None  # one fault of a kind at the start: the rest are its twins
+            start.append(value)
+        elif kind in _OF_A_DELIVERY:
             deliver = _with_fault(delivers[position], kind, value)
             if deliver is None:
                 return None
@@ -442,7 +472,7 @@ def _apply(space: Space, faults: Sequence[tuple[Part, ...]]) -> Schedule | None:
             after[position].append(value)
     if not all(_faults_go_together(deliver) for deliver in delivers):
         return None
-    return Schedule(tuple(_steps(space, delivers, before, after)))
+    return Schedule(tuple(_extra_steps(space, start) + _steps(space, delivers, before, after)))
 
 
 #: The kinds of part that are a delivery's own fault (its fields), not a step of their own.
@@ -504,16 +534,23 @@ def _steps(
     for deliver, ahead, extra in zip(delivers, before, after, strict=True):
         steps += ahead
         steps.append(deliver)
-        # A fault that acts on what recovery will find (E, F) is followed by a recovery run
-        # under it, so it acts while the attempt is still in flight (when there is a recovery:
-        # without one, the redelivery of the quiet phase meets it).
-        for step in extra:
-            # Recovery only takes over work whose owner's lease ran out: let it run out first.
-            if isinstance(step, Recover):
-                steps.append(Advance(LEASE_WAIT))
-            steps.append(step)
-            if isinstance(step, ChangeAuthority | LookupTimeouts | SearchLag) and space.recovers:
-                steps += [Advance(LEASE_WAIT), Recover()]
+        steps += _extra_steps(space, extra)
+    return steps
+
+
+def _extra_steps(space: Space, extra: Sequence[Step]) -> list[Step]:
+    """The steps after a delivery (or at the start): a fault that acts on what recovery will
+    find (E, F) is followed by a recovery run under it, so it acts while the attempt is
+    still in flight (when there is a recovery: without one, the redelivery of the quiet
+    phase meets it)."""
+    steps: list[Step] = []
+    for step in extra:
+        # Recovery only takes over work whose owner's lease ran out: let it run out first.
+        if isinstance(step, Recover):
+            steps.append(Advance(LEASE_WAIT))
+        steps.append(step)
+        if isinstance(step, ChangeAuthority | LookupTimeouts | SearchLag) and space.recovers:
+            steps += [Advance(LEASE_WAIT), Recover()]
     return steps
 
 

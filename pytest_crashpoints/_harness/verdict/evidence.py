@@ -18,13 +18,20 @@ from ..._ledger.authority import Authority
 from ..._ledger.records import Attempt, Event, QueueEntry
 from ..storage.authority_store import AuthorityChange
 
+#: The name of the processes that made an incident's objects (``production-<message>``, and
+#: ``production`` for those of no message): the harness labels their keys so when it seeds
+#: them (``case/incident.py``).
+PRODUCTION = "production"
+
 __all__ = [
+    "PRODUCTION",
     "Evidence",
     "ExpectedEffect",
     "Incident",
     "Observation",
     "ProviderRequest",
     "RecoveryRerun",
+    "row_digest",
 ]
 
 
@@ -81,6 +88,17 @@ class ProviderRequest:
     #: What of this request the fake provider does not serve (a route, a parameter, a media
     #: type its description lacks), if anything: the world's limit, not the agent's doing.
     world_limit: str | None = dataclasses.field(default=None, compare=False, hash=False)
+    #: An object of an incident: how the harness read it (whose it is, on what evidence:
+    #: ``"history of order-8 (metadata order_id)"``); ``None`` for a request of the case.
+    reading: str | None = dataclasses.field(default=None, compare=False, hash=False)
+    #: An object of an incident that is none of the case's work (another task's, or one
+    #: nothing names): what production did before, never judged as the case's effect.
+    history: bool = dataclasses.field(default=False, compare=False, hash=False)
+
+    @property
+    def from_incident(self) -> bool:
+        """Whether production made it, before the case started (an incident's object)."""
+        return (self.process or "").partition("-")[0] == PRODUCTION
 
     @property
     def logical_hash(self) -> str | None:
@@ -98,7 +116,7 @@ class ProviderRequest:
         """Who sent it, in words: ``worker-1 (delivering message 0)``, ``recovery-2``."""
         if self.process is None:
             return "an unknown process"
-        if self.process.partition("-")[0] == "production":  # an incident's (``incident.py``)
+        if self.from_incident:
             which = "" if self.message is None else f", delivering message {self.message}"
             return f"production (in the incident{which})"
         if self.message is not None:
@@ -180,6 +198,17 @@ class Evidence:
     #: The case's timeline, as a failure report shows it (what the harness did, the ledger's
     #: events and the providers' requests, in harness time).
     timeline: str = ""
+    #: In a case that starts from an incident, the wall time (Unix seconds) its harness time
+    #: 0 stands for: times are shown as wall times, the incident's own; ``None`` otherwise.
+    epoch: float | None = None
+    #: In a case that starts from an incident, its ledger's rows as production left them:
+    #: attempt id -> :func:`row_digest`.
+    incident_rows: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def as_left(self, attempt: Attempt) -> bool:
+        """Whether ``attempt`` is a row of the incident, exactly as production left it."""
+        left = self.incident_rows.get(attempt.attempt_id)
+        return left is not None and left == row_digest(attempt)
 
     @property
     def effects(self) -> tuple[ProviderRequest, ...]:
@@ -192,3 +221,19 @@ class Evidence:
     def reads_any(self, *columns: str) -> bool:
         """Whether the ledger view reads at least one of ``columns``."""
         return self.ledger_columns is None or bool(set(columns) & self.ledger_columns)
+
+
+def row_digest(attempt: Attempt) -> str:
+    """What a row holds, as one string: equal for equal rows, whatever process reads them."""
+    import hashlib
+    import json
+
+    fields = dataclasses.asdict(attempt)
+    fields["state"] = attempt.state.value
+    fields["authority"] = [
+        attempt.authority.tenant_id,
+        sorted(attempt.authority.credential_scope),
+        attempt.authority.policy_version,
+    ]
+    text = json.dumps(fields, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()

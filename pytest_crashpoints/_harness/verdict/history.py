@@ -112,10 +112,12 @@ class History:
         events: Sequence[Event] = (),
         requests: Iterable[ProviderRequest] = (),
         keys: Mapping[str, str] | None = None,
+        epoch: float | None = None,
     ) -> str:
-        """The merged order (:meth:`merge`) as readable text, one line per row."""
+        """The merged order (:meth:`merge`) as readable text, one line per row (times as
+        :func:`shown_time` shows them)."""
         rows = self.merge(events=events, requests=requests, keys=keys)
-        return render_timeline(rows)
+        return render_timeline(rows, epoch=epoch)
 
 
 def _anchored_orders(
@@ -231,6 +233,8 @@ class TimelineRow:
                 text += f" [{shown}]"
         if request.world_limit is not None:
             text += f" [the world's limit: not served: {request.world_limit}]"
+        if request.reading is not None:
+            text += f" [from the incident: {request.reading}]"
         return f"     {request.provider:<10} {request.request_id} {text}"
 
 
@@ -250,21 +254,20 @@ def _fault_shown(fault: str | None) -> str | None:
     }.get(kind)
 
 
-def render_timeline(rows: Iterable[TimelineRow]) -> str:
-    """The text timeline: one line per row, with its harness time."""
-    return "\n".join(f"t={shown_time(row.at):>8} {row.text}" for row in rows)
+def render_timeline(rows: Iterable[TimelineRow], *, epoch: float | None = None) -> str:
+    """The text timeline: one line per row, with its time (see :func:`shown_time`)."""
+    return "\n".join(f"t={shown_time(row.at, epoch):>8} {row.text}" for row in rows)
 
 
-def shown_time(at: float) -> str:
-    """Harness time ``at`` for a reader: seconds (``402s``), or, past a million seconds (an
-    incident's clock starts at its date), the workers' wall time (``2026-11-30T14:06:01Z``)."""
-    if abs(at) < 1e6:
+def shown_time(at: float, epoch: float | None = None) -> str:
+    """Harness time ``at`` for a reader: seconds (``402s``), or, in a case whose clock
+    starts at an incident (``epoch``: the wall time, Unix seconds, of its harness time 0),
+    the workers' wall time (``2024-06-14T09:31:07Z``): the incident's own chronology."""
+    if epoch is None:
         return f"{at:g}s"
     import datetime as dt
 
-    from ..._process.clock import HARNESS_EPOCH
-
-    wall = HARNESS_EPOCH + dt.timedelta(seconds=round(at))
+    wall = dt.datetime.fromtimestamp(round(epoch + at), dt.timezone.utc)
     return wall.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

@@ -90,10 +90,10 @@ def _short(digest: str | None) -> str:
     return "none" if not digest else digest[:8] + "…"
 
 
-def _t(at: float) -> str:
+def _t(evidence: Evidence, at: float) -> str:
     from .history import shown_time
 
-    return f"t={shown_time(at)}"
+    return f"t={shown_time(at, evidence.epoch)}"
 
 
 def _describe(attempt: Attempt) -> str:
@@ -113,10 +113,13 @@ def _row(attempt: Attempt) -> str:
     )
 
 
-def _entry(request: ProviderRequest) -> str:
+def _entry(evidence: Evidence, request: ProviderRequest) -> str:
     applied = "effect applied" if request.effect_applied else "no effect"
+    if request.reading is not None:
+        applied += f" [from the incident: {request.reading}]"
     return (
-        f"journal: {request.provider} {request.request_id} {_t(request.at)} {request.kind} "
+        f"journal: {request.provider} {request.request_id} {_t(evidence, request.at)} "
+        f"{request.kind} "
         f"by {request.sender} key={request.operation_key} "
         f"payload={_short(request.payload_hash)} tenant={request.tenant_id} "
         f"scope='{format_scope(request.scope)}' status={request.status} {applied}"
@@ -159,6 +162,10 @@ def check_no_duplicate_effects(evidence: Evidence) -> list[Violation]:
     the agent used or recorded. Idempotent replays are not effects. For a case with no
     baseline (the fault-free run itself), two effects with the same payload for the same
     message (or one made by a recovery run, which serves no message) are a duplicate.
+
+    In a case that starts from an incident, what production made before counts as done
+    once: a repeat of it by the case is a duplicate, but two effects that production made
+    (a duplicate that already happened) are the incident itself, not the case's doing.
     """
     effects = list(evidence.effects)
     if evidence.expected_effects is None:
@@ -177,17 +184,33 @@ def check_no_duplicate_effects(evidence: Evidence) -> list[Violation]:
     else:
         comparison = compare_with_baseline(evidence.expected_effects, effects)
         extras = []
+        paired: set[frozenset[int]] = set()
         for extra in comparison.extra:
-            twin = twin_of(extra, effects)
+            task = next((a.task_id for a in _rows_of(evidence, [extra]) if a.task_id), None)
+            others = list(effects)
+            while (twin := twin_of(extra, others, task=task)) is not None:
+                if frozenset((id(twin), id(extra))) not in paired:
+                    break
+                others.remove(twin)  # each pair once: two extras repeat each other
             if twin is not None:
+                paired.add(frozenset((id(twin), id(extra))))
                 extras.append((twin, extra) if twin.at <= extra.at else (extra, twin))
         baseline = "the fault-free run of the same messages made it once"
     violations = []
     for first, second in extras:
         pair = (first, second)
+        if first.from_incident and second.from_incident:
+            continue  # production's own duplicate: what the incident was, not the case's
+        said = "production had made it before the case" if first.from_incident else baseline
         rows = _rows_of(evidence, pair)
         messages = {r.message for r in pair if r.message is not None}
-        whose = f"message {messages.pop()}'s" if len(messages) == 1 else "the same"
+        tasks = {r.task_id for r in pair if r.task_id is not None}
+        tasks |= {a.task_id for a in rows if a.task_id} if not tasks else set()
+        whose = "the same"
+        if len(messages) == 1:
+            whose = f"message {messages.pop()}'s"
+        elif len(tasks) == 1:
+            whose = f"task {tasks.pop()}'s"
         if all(r.idempotent for r in pair) and first.operation_key != second.operation_key:
             why = "it honours idempotency keys, so the keys differed"
         elif not any(r.idempotent for r in pair):
@@ -198,11 +221,11 @@ def check_no_duplicate_effects(evidence: Evidence) -> list[Violation]:
             Violation(
                 1,
                 tuple(a.attempt_id for a in rows),
-                f"{whose} {first.kind} happened twice at {first.provider} ({baseline}): "
-                f"{first.request_id} at {_t(first.at)} by {first.sender} and "
-                f"{second.request_id} at {_t(second.at)} by {second.sender}; "
+                f"{whose} {first.kind} happened twice at {first.provider} ({said}): "
+                f"{first.request_id} at {_t(evidence, first.at)} by {first.sender} and "
+                f"{second.request_id} at {_t(evidence, second.at)} by {second.sender}; "
                 f"{first.provider}: {why}{_story(evidence, first, second)}.",
-                tuple(_entry(r) for r in pair) + tuple(_row(a) for a in rows),
+                tuple(_entry(evidence, r) for r in pair) + tuple(_row(a) for a in rows),
                 requests=_refs(pair),
             )
         )
@@ -213,7 +236,12 @@ def check_no_duplicate_effects(evidence: Evidence) -> list[Violation]:
 
 
 def check_outcomes_agree(evidence: Evidence) -> list[Violation]:
-    """Invariant 2: final states only, the ledger agrees with the journals, nothing dropped."""
+    """Invariant 2: final states only, the ledger agrees with the journals, nothing dropped.
+
+    From an incident: every row production left in flight must end in a final state; a row
+    it finished that nothing of the case changed is its history, not checked against the
+    providers (the export may hold none of its objects); the objects of other work (another
+    task's, or nobody's) need no row."""
     violations = []
     linkable = evidence.reads_any(*LINK_COLUMNS)
     confirmed: list[tuple[Attempt, ProviderRequest]] = []  # each with its one effect
@@ -226,11 +254,15 @@ def check_outcomes_agree(evidence: Evidence) -> list[Violation]:
                     (attempt.attempt_id,),
                     f"{_describe(attempt)} ended {attempt.state.value} after the quiet phase, "
                     f"not CONFIRMED, FAILED or MANUAL_REVIEW (owner {attempt.owner}).",
-                    (_row(attempt), *map(_entry, effects)),
+                    (_row(attempt), *(_entry(evidence, e) for e in effects)),
                     requests=_refs(effects),
                 )
             )
         elif not linkable:
+            continue
+        elif evidence.as_left(attempt):
+            if attempt.state is State.OUTCOME_CONFIRMED and len(effects) == 1:
+                confirmed.append((attempt, effects[0]))  # another row may take it too
             continue
         elif attempt.state is State.OUTCOME_CONFIRMED:
             matching = [e for e in effects if e.args_hash in (None, attempt.args_hash)]
@@ -245,7 +277,7 @@ def check_outcomes_agree(evidence: Evidence) -> list[Violation]:
                         f"{len(effects)} effect(s) for what the row names "
                         f"({', '.join(sorted(_links(attempt, evidence))) or 'nothing'}), "
                         f"{len(matching)} with its arguments; CONFIRMED needs exactly one.",
-                        (_row(attempt), *map(_entry, effects)),
+                        (_row(attempt), *(_entry(evidence, e) for e in effects)),
                         requests=_refs(effects),
                     )
                 )
@@ -257,18 +289,20 @@ def check_outcomes_agree(evidence: Evidence) -> list[Violation]:
                     f"{_describe(attempt)} is FAILED but the provider applied it "
                     f"({', '.join(e.request_id for e in effects)}): the work happened and the "
                     "ledger says it did not.",
-                    (_row(attempt), *map(_entry, effects)),
+                    (_row(attempt), *(_entry(evidence, e) for e in effects)),
                     requests=_refs(effects),
                 )
             )
     if linkable:
         violations += _unrecorded_effects(evidence)
-        violations += _shared_effects(confirmed)
+        violations += _shared_effects(evidence, confirmed)
     violations += _dropped_work(evidence)
     return violations
 
 
-def _shared_effects(confirmed: Sequence[tuple[Attempt, ProviderRequest]]) -> list[Violation]:
+def _shared_effects(
+    evidence: Evidence, confirmed: Sequence[tuple[Attempt, ProviderRequest]]
+) -> list[Violation]:
     """One effect that two CONFIRMED rows each take for their own (a key shared by two orders:
     the provider replays the first charge for the second, which is never made). The fault-free
     run has the same bug, so only this catches it. ``confirmed``: each CONFIRMED row with
@@ -285,6 +319,8 @@ def _shared_effects(confirmed: Sequence[tuple[Attempt, ProviderRequest]]) -> lis
         # tasks or arguments each needed their own.
         if len({(a.task_id, a.tool_name, a.args_hash) for a in attempts}) < 2:
             continue
+        if all(evidence.as_left(a) for a in attempts):
+            continue  # production's rows as it left them: its history
         effect = effect_of[key]
         names = ", ".join(_describe(a) for a in attempts)
         violations.append(
@@ -295,7 +331,7 @@ def _shared_effects(confirmed: Sequence[tuple[Attempt, ProviderRequest]]) -> lis
                 f"{effect.provider} {effect.request_id} ({effect.kind} by {effect.sender}): "
                 f"{names}. Each needs an effect of its own; all but one were never done "
                 "(a key or reference shared between different work?).",
-                (*map(_row, attempts), _entry(effect)),
+                (*map(_row, attempts), _entry(evidence, effect)),
                 requests=_refs([effect]),
             )
         )
@@ -311,7 +347,10 @@ def _links(attempt: Attempt, evidence: Evidence) -> frozenset[str]:
 def _unrecorded_effects(evidence: Evidence) -> list[Violation]:
     """Effects no row names, unless a row that names nothing may stand for them (a row in
     review or failed that never learned what the provider did; a row in review whose key
-    names no request at all: an incident's object made before the harness saw anything)."""
+    names no request at all: an incident's object made before the harness saw anything).
+    An incident's object of other work (``history``) needs no row, nor does production's
+    repeat of an object of its own that a row records (a duplicate that already happened:
+    the incident, not the case's doing)."""
     recorded = {id(r) for a in evidence.attempts for r in requests_of(a, evidence)}
     blank = [
         a
@@ -321,7 +360,9 @@ def _unrecorded_effects(evidence: Evidence) -> list[Violation]:
     ]
     violations = []
     for effect in evidence.effects:
-        if id(effect) in recorded or effect.process == "harness":
+        if id(effect) in recorded or effect.process == "harness" or effect.history:
+            continue
+        if effect.from_incident and _repeats_recorded(effect, evidence, recorded):
             continue
         if any(not a.task_id or a.task_id == effect.task_id for a in blank):
             continue
@@ -329,13 +370,28 @@ def _unrecorded_effects(evidence: Evidence) -> list[Violation]:
             Violation(
                 2,
                 (),
-                f"{effect.provider} applied {effect.request_id} at {_t(effect.at)} "
+                f"{effect.provider} applied {effect.request_id} at {_t(evidence, effect.at)} "
                 f"({effect.kind} by {effect.sender}) but no attempt in the ledger records it.",
-                (_entry(effect),),
+                (_entry(evidence, effect),),
                 requests=_refs([effect]),
             )
         )
     return violations
+
+
+def _repeats_recorded(
+    effect: ProviderRequest, evidence: Evidence, recorded: set[int]
+) -> bool:
+    """Whether production made ``effect``'s work before, in another effect a row records
+    (the same operation at the same provider for the same task)."""
+    return effect.task_id is not None and any(
+        id(other) in recorded
+        for other in evidence.effects
+        if other is not effect
+        and other.from_incident
+        and (other.provider, other.kind, other.task_id)
+        == (effect.provider, effect.kind, effect.task_id)
+    )
 
 
 def _dropped_work(evidence: Evidence) -> list[Violation]:
@@ -399,6 +455,8 @@ def check_operator_visibility(evidence: Evidence) -> list[Violation]:
     request_ids = evidence.reads("provider_request_id")
     violations = []
     for attempt in evidence.attempts:
+        if evidence.as_left(attempt):
+            continue  # what production wrote, untouched by the case: not the case's to show
         problems = []
         if args:
             if not attempt.args_hash:
@@ -482,18 +540,21 @@ def _credential_problems(evidence: Evidence, request: ProviderRequest) -> list[s
         if not anyone or any(h == used for h in anyone):
             return []
         return [
-            f"made under {_authority_text(used)}, which no task held at {_t(request.at)} "
+            f"made under {_authority_text(used)}, which no task held at "
+            f"{_t(evidence, request.at)} "
             "(revoked or changed)"
         ]
     problems: list[str] = []
     for task, now in held:
         if now is None:
             problems.append(
-                f"made at {_t(request.at)} for task {task} after its authority was revoked"
+                f"made at {_t(evidence, request.at)} for task {task} after its authority "
+                "was revoked"
             )
         elif now != used and isinstance(now, Authority):
             problems.append(
-                f"made at {_t(request.at)} for task {task} under {_authority_text(used)}, "
+                f"made at {_t(evidence, request.at)} for task {task} under "
+                f"{_authority_text(used)}, "
                 f"but the task then held {_authority_text(now)}"
             )
     return problems
@@ -513,10 +574,12 @@ def _ledger_problems(evidence: Evidence, request: ProviderRequest, attempt: Atte
     if request.authority is None:
         in_force = _authority_at(evidence, attempt.task_id, request.at)
         if in_force is None:
-            problems.append(f"made at {_t(request.at)} after the task's authority was revoked")
+            problems.append(
+                f"made at {_t(evidence, request.at)} after the task's authority was revoked"
+            )
         elif isinstance(in_force, Authority) and in_force != attempt.authority:
             problems.append(
-                f"made at {_t(request.at)} under authority that had changed (now "
+                f"made at {_t(evidence, request.at)} under authority that had changed (now "
                 f"{_authority_text(in_force)})"
             )
     return problems
@@ -528,6 +591,8 @@ def check_authority(evidence: Evidence) -> list[Violation]:
     with_authority = evidence.reads("tenant_id", "credential_scope", "policy_version")
     violations = []
     for request in evidence.requests:
+        if request.from_incident:
+            continue  # production's own request, under its authority: not the case's
         rows = _rows_of(evidence, [request])
         problems = _credential_problems(evidence, request)
         if with_authority:
@@ -542,7 +607,7 @@ def check_authority(evidence: Evidence) -> list[Violation]:
                     tuple(a.attempt_id for a in rows),
                     f"{request.provider} request {request.request_id}{who} by {request.sender} "
                     f"was {'; '.join(problems)}.",
-                    (_entry(request), *map(_row, rows)),
+                    (_entry(evidence, request), *map(_row, rows)),
                     requests=_refs([request]),
                 )
             )
@@ -562,6 +627,9 @@ def check_queue_visibility(evidence: Evidence) -> list[Violation]:
         for attempt in seen.attempts:
             if not attempt.in_flight or attempt.attempt_id in reported:
                 continue
+            if evidence.as_left(attempt):
+                # Production's row as it left it (invariant 2 judges whether the case ends it).
+                continue
             problems = []
             if owners and not attempt.owner:
                 problems.append("has no owner")
@@ -573,7 +641,7 @@ def check_queue_visibility(evidence: Evidence) -> list[Violation]:
                     Violation(
                         5,
                         (attempt.attempt_id,),
-                        f"after step {seen.step} ({seen.label}, {_t(seen.at)}) "
+                        f"after step {seen.step} ({seen.label}, {_t(evidence, seen.at)}) "
                         f"{_describe(attempt)} is {attempt.state.value} and "
                         f"{' and '.join(problems)}.",
                         (_row(attempt),),
@@ -608,7 +676,7 @@ def check_recovery_idempotent(evidence: Evidence) -> list[Violation]:
                     6,
                     (),
                     f"running recovery a second time caused {len(effects)} provider effect(s).",
-                    tuple(_entry(r) for r in effects),
+                    tuple(_entry(evidence, r) for r in effects),
                     requests=_refs(effects),
                 )
             )

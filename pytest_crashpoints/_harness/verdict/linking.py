@@ -66,7 +66,20 @@ def _same_message(expected: ExpectedEffect, effect: ProviderRequest) -> bool:
 def compare_with_baseline(
     expected: Sequence[ExpectedEffect], effects: Sequence[ProviderRequest]
 ) -> Comparison:
-    """Match each effect to one effect of the fault-free run, the closest first."""
+    """Match each effect to one effect of the fault-free run, the closest first. The effects
+    an incident holds take their places first: the work production did counts as done once,
+    and the case's own effects are measured against what is left."""
+    earlier = [e for e in effects if e.from_incident]
+    if not earlier:
+        return _matched(expected, effects)
+    first = _matched(expected, earlier)
+    rest = _matched(first.missing, [e for e in effects if not e.from_incident])
+    return Comparison(first.matched + rest.matched, first.extra + rest.extra, rest.missing)
+
+
+def _matched(
+    expected: Sequence[ExpectedEffect], effects: Sequence[ProviderRequest]
+) -> Comparison:
     passes: list[Callable[[ExpectedEffect, ProviderRequest], bool]] = [
         lambda e, f: e.payload_hash == f.payload_hash and _same_message(e, f),
         lambda e, f: e.payload_hash == f.payload_hash,
@@ -98,9 +111,13 @@ def compare_with_baseline(
     return Comparison(tuple(matched), tuple(unmatched), tuple(left))
 
 
-def twin_of(extra: ProviderRequest, effects: Sequence[ProviderRequest]) -> ProviderRequest | None:
+def twin_of(
+    extra: ProviderRequest, effects: Sequence[ProviderRequest], *, task: str | None = None
+) -> ProviderRequest | None:
     """Another effect that ``extra`` repeats: the same operation at the same provider, with
-    the same payload or for the same message (or with no message to tell them apart)."""
+    the same payload or for the same message (or with no message to tell them apart); of
+    those, one of the same task (``task``: the task of ``extra`` when no message says it),
+    then one that is no incident's history."""
     same = [
         other
         for other in effects
@@ -112,7 +129,7 @@ def twin_of(extra: ProviderRequest, effects: Sequence[ProviderRequest]) -> Provi
     for other in same:  # the same message's before one that served none
         if extra.message is not None and other.message == extra.message:
             return other
-    for other in same:
-        if other.message is None or extra.message is None:
-            return other
-    return None
+    task = extra.task_id or task
+    loose = [other for other in same if other.message is None or extra.message is None]
+    loose.sort(key=lambda other: (task is None or other.task_id != task, other.history))
+    return loose[0] if loose else None

@@ -26,14 +26,21 @@ def case_record(
     rows: Sequence[TimelineRow],
     attempts: Iterable[Attempt],
     violations: Iterable[Violation],
+    *,
+    epoch: float | None = None,
 ) -> dict[str, Any]:
-    """The case as JSON-ready data: ``timeline``, ``attempts`` and ``violations``."""
-    return {
+    """The case as JSON-ready data: ``timeline``, ``attempts`` and ``violations``; with
+    ``epoch``, the wall time (Unix seconds) of harness time 0 in a case that starts from an
+    incident (its times are shown as wall times)."""
+    record: dict[str, Any] = {
         "version": RECORD_VERSION,
         "timeline": [_row(row) for row in rows],
         "attempts": [_attempt(attempt) for attempt in attempts],
         "violations": [_violation(violation) for violation in violations],
     }
+    if epoch is not None:
+        record["epoch"] = epoch
+    return record
 
 
 def _row(row: TimelineRow) -> dict[str, Any]:
@@ -73,6 +80,8 @@ def _row(row: TimelineRow) -> dict[str, Any]:
         )
         if request.note is not None:  # a model's turn: what it answered
             data["note"] = request.note
+        if request.reading is not None:  # an incident's object: whose, on what evidence
+            data["reading"] = request.reading
     return data
 
 
