@@ -61,15 +61,12 @@ from ._idempotency import reserve as _reserve_key
 from ._idempotency import saver as _saver
 from ._provider import Call, EffectDraft, Reply, Route, json_body, payload_hash
 from ._stripe_exports import OWN_ID, stripe_object
+from ._stripe_query import parse_query, query_matches
 from ._stripe_states import DECLINING, act
 
 __all__ = ["Payments"]
 
 _REFUND_REASONS = frozenset({"duplicate", "fraudulent", "requested_by_customer"})
-_CLAUSE = re.compile(
-    r"""\s*(?:metadata\[(?P<mq>['"])(?P<mkey>[^'"]+)(?P=mq)\]|(?P<field>[a-z_]+))"""
-    r"""\s*:\s*(?:(?P<vq>['"])(?P<value>[^'"]*)(?P=vq)|(?P<number>-?\d+))\s*"""
-)
 
 
 class Payments(DescribedProvider):
@@ -361,10 +358,10 @@ class Payments(DescribedProvider):
         """Stripe's search language: ``field:'value'`` and ``metadata['key']:'value'``
         clauses joined by ``AND``."""
         try:
-            clauses = _parse_query(str(call.query.get("query") or ""))
+            clauses = parse_query(str(call.query.get("query") or ""))
         except ValueError as exc:
             raise Refused(400, f"Invalid search query: {exc}.") from None
-        return lambda obj: _matches(dict(obj), clauses)
+        return lambda obj: query_matches(dict(obj), clauses)
 
     def _answer_of(self, call: Call, path: str, object_type: str, obj: dict[str, Any]) -> bytes:
         """``obj`` as the answer of ``POST path`` documents it."""
@@ -389,7 +386,7 @@ class Payments(DescribedProvider):
             return self.error(400, "Missing required param: query.", code="parameter_missing",
                               param="query")
         try:
-            clauses = _parse_query(query)
+            clauses = parse_query(query)
             limit = int(call.query.get("limit", "10"))
             offset = int(call.query.get("page") or "0")
         except ValueError as exc:
@@ -398,7 +395,7 @@ class Payments(DescribedProvider):
             return self.error(400, "limit must be between 1 and 100.", param="limit")
         hits = [
             self.render(call, {'$ref': f'#/components/schemas/{object_type}'}, object_type, o)
-            for o in self.objects(call, object_type, lags=True) if _matches(o, clauses)
+            for o in self.objects(call, object_type, lags=True) if query_matches(o, clauses)
         ]
         page = hits[offset : offset + limit]
         more = offset + limit < len(hits)
@@ -471,32 +468,3 @@ def _named_object(body: Any) -> str | None:
         (error.get("charge") or error.get("payment_intent")) if isinstance(error, dict) else None
     )
     return found if isinstance(found, str) else None
-
-
-def _parse_query(query: str) -> list[tuple[str, str]]:
-    parts = re.split(r"\s+AND\s+", query.strip(), flags=re.IGNORECASE)
-    clauses: list[tuple[str, str]] = []
-    for part in parts:
-        found = _CLAUSE.fullmatch(part)
-        if not found:
-            raise ValueError(
-                f"cannot parse {part!r}; this fake supports field:'value' and "
-                "metadata['key']:'value' clauses joined by AND"
-            )
-        value = found["value"] if found["value"] is not None else found["number"]
-        if found["mkey"] is not None:
-            clauses.append((f"metadata.{found['mkey']}", value))
-        else:
-            clauses.append((found["field"], value))
-    return clauses
-
-
-def _matches(obj: dict[str, Any], clauses: list[tuple[str, str]]) -> bool:
-    for field, value in clauses:
-        if field.startswith("metadata."):
-            actual = obj.get("metadata", {}).get(field[len("metadata."):])
-        else:
-            actual = obj.get(field)
-        if actual is None or str(actual) != value:
-            return False
-    return True
