@@ -315,6 +315,22 @@ def test_2_a_silently_dropped_message() -> None:
     assert fired(evidence(attempts=(in_review,), requests=(), observations=())) == []
 
 
+def test_2_work_refused_after_an_authority_change_is_no_drop_where_no_ledger_is_read() -> None:
+    """An agent with no ledger the harness reads (a server of its own, a stateless tool)
+    rightly does nothing for a task whose credentials were revoked: with nothing to show
+    where the work went, that is not checked, never a silent drop. Without the change, or
+    with a ledger, the drop is still one."""
+    revoked = AuthorityChange(seq=2, task_id="t-1", at=2.0, authority=None, reason="E: revoked")
+    no_ledger = evidence(attempts=(), requests=(), observations=(), ledger_columns=frozenset(),
+                         authority_history=(revoked,))
+    assert fired(no_ledger) == []
+    [v] = fired(dataclasses.replace(no_ledger, authority_history=()))
+    assert "silently dropped" in v.message and "no ledger view" in v.message
+    with_ledger = dataclasses.replace(no_ledger, ledger_columns=None)
+    [v] = fired(with_ledger)
+    assert "silently dropped" in v.message
+
+
 def test_2_without_a_link_column_only_the_final_states_are_checked() -> None:
     no_links = frozenset({"attempt_id", "state", "task_id"})
     lonely = attempt(state=State.OUTCOME_CONFIRMED)

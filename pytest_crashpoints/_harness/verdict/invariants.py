@@ -401,8 +401,15 @@ def _dropped_work(evidence: Evidence) -> list[Violation]:
         return []
     missing = compare_with_baseline(evidence.expected_effects, evidence.effects).missing
     settled = [a for a in evidence.attempts if a.state in (State.MANUAL_REVIEW, State.FAILED)]
+    no_ledger = evidence.ledger_columns is not None and not evidence.ledger_columns
+    # Tasks whose authority the case changed (E): work not done for them may be work the
+    # agent rightly refused. With no ledger, nothing can show that it set it aside, nor that
+    # it dropped it: not checked (the summary's NOT CHECKED says the ledger was not read).
+    changed = {c.task_id for c in evidence.authority_history if c.reason.startswith("E:")}
     violations = []
     for expected in missing:
+        if no_ledger and expected.task_id in changed:
+            continue
         accounted = [
             a
             for a in settled
