@@ -85,6 +85,15 @@ OPTIONAL_COLUMNS = (
 )
 #: What every view must be able to read.
 REQUIRED_COLUMNS = ("attempt_id", "state")
+#: The seed names read as numbers, and what each is.
+_NUMBERS = {
+    "created_at": "a time in harness seconds (ctx.now() in a worker)",
+    "updated_at": "a time in harness seconds (ctx.now() in a worker)",
+    "lease_expires_at": "a time in harness seconds (ctx.now() in a worker)",
+    "next_attempt_at": "a time in harness seconds (ctx.now() in a worker)",
+    "dispatched_at": "a time in harness seconds (ctx.now() in a worker)",
+    "attempt_count": "a count of tries",
+}
 EVENT_COLUMNS = ("attempt_id", "from_state", "to_state", "at", "actor", "reason")
 _AUTHORITY_COLUMNS = frozenset({"tenant_id", "credential_scope", "policy_version"})
 _ROWID = "rowid"
@@ -156,6 +165,9 @@ class SQLiteLedgerView:
                 "arguments are; give one of them."
             )
         self._present: frozenset[str] | None = None
+        #: Seed names whose same-named column (not mapped) holds what is not a number (an
+        #: ISO-8601 ``created_at``): that column is not read for them.
+        self._unreadable: set[str] = set()
 
     # -- what this view can read ---------------------------------------------------------------
 
@@ -177,7 +189,7 @@ class SQLiteLedgerView:
             found.add("args_hash")  # the view computes it when the table does not store it
         if self.authority_of is not None:
             found |= _AUTHORITY_COLUMNS
-        return frozenset(found)
+        return frozenset(found - self._unreadable)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -243,6 +255,26 @@ class SQLiteLedgerView:
             rows = conn.execute(f'SELECT rowid AS "{_ROWID}", * FROM "{table}" ORDER BY rowid')
             return present | {_ROWID}, rows.fetchall()
 
+    def _number(self, name: str, column: str, value: Any, default: Any) -> Any:
+        """``value`` of seed name ``name`` (a time in harness seconds, a count) as a number.
+        A same-named column nobody mapped that holds something else (ISO-8601 text) is not
+        read for it; a mapped one is the user's word, and holding anything else is an error
+        that says so."""
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return value
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            pass
+        if name not in self.columns:
+            self._unreadable.add(name)
+            return default
+        raise LedgerError(
+            f"{self._source}: {name} is mapped to column {column!r}, which holds {value!r}, "
+            f"not a number; {name} is {_NUMBERS[name]}: store that there, map {name} to a "
+            "column that holds it, or leave it unmapped."
+        )
+
     def _state(self, value: object) -> State:
         if str(value) in self.states:
             return self.states[str(value)]
@@ -276,7 +308,10 @@ class SQLiteLedgerView:
             if name in self.constants:
                 return self.constants[name]
             column = names[name]
-            return row[column] if column in present else default
+            value = row[column] if column in present else default
+            if name in _NUMBERS and value is not None and column in present:
+                return self._number(name, column, value, default)
+            return value
 
         created_at = float(get("created_at", 0.0) or 0.0)
         task_id = str(get("task_id", "") or "")

@@ -15,7 +15,7 @@ from pytest_crashpoints._harness.verdict.evidence import (
     ProviderRequest,
     RecoveryRerun,
 )
-from pytest_crashpoints._harness.verdict.invariants import check_all
+from pytest_crashpoints._harness.verdict.invariants import check_all, unaccounted
 from pytest_crashpoints.harness import Evidence, Violation, unchecked
 from pytest_crashpoints.ledger import QueueEntry
 from tests.fakes import ARGS, AUTH
@@ -276,6 +276,27 @@ def test_2_a_row_that_never_learned_what_happened_may_stand_for_the_effect() -> 
     assert fired(reviewed) == []
     confirmed = evidence(attempts=(blank,))
     assert {v.invariant for v in fired(confirmed)} == {2, 3}
+
+
+def test_2_a_failed_row_that_names_nothing_does_not_stand_for_its_tasks_effect() -> None:
+    """FAILED is "proven not to have happened": a row of the task that names no request,
+    next to an effect of that task no row records, is the ledger saying the work did not
+    happen when it did. In review, a person will find out: it may stand for it."""
+    blank = attempt(state=State.FAILED, idempotency_key="", provider_request_id=None,
+                    result_ref=None)
+    [v] = fired(evidence(attempts=(blank,), expected_effects=None))
+    assert v.invariant == 2 and v.attempt_ids == ("a-1",)
+    assert "ended FAILED (proven not to have happened)" in v.message
+    assert "r-1" in v.message
+    reviewed = dataclasses.replace(blank, state=State.MANUAL_REVIEW)
+    assert fired(evidence(attempts=(reviewed,), expected_effects=None)) == []
+    # Whose work a row is that reads no task cannot be told: not checked, and said so.
+    no_task = dataclasses.replace(blank, task_id="")
+    ev = evidence(attempts=(no_task,), expected_effects=None)
+    assert fired(ev) == []
+    [line] = unaccounted(ev)
+    assert "FAILED row(s) a-1 name no request and no task" in line
+    assert unaccounted(evidence(attempts=(blank,), expected_effects=None)) == []
 
 
 def test_2_a_row_in_review_whose_key_names_no_request_may_stand_for_its_tasks_effect() -> None:

@@ -301,3 +301,44 @@ def test_states_of_a_column_of_integers_map_by_their_value(tmp_path: Path) -> No
                             states={0: State.DISPATCHED, 1: State.OUTCOME_CONFIRMED})
     with pytest.raises(LedgerError, match="state 2 in"):
         view.attempts()
+
+
+def _timestamped(path: Path) -> None:
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("CREATE TABLE jobs (id TEXT, status TEXT, created_at TEXT, updated_at TEXT, "
+                   "created REAL)")
+        db.execute("INSERT INTO jobs VALUES ('j-1', 'sent', '2026-11-30T14:06:01Z', "
+                   "'2026-11-30T14:06:02Z', 3.0)")
+    db.close()
+
+
+def test_unmapped_iso_timestamps_of_the_seed_names_are_not_read(tmp_path: Path) -> None:
+    """A table whose own created_at/updated_at hold ISO-8601 text: the view was never told
+    to read them as harness seconds, so it does not; the rest reads as usual."""
+    path = tmp_path / "jobs.db"
+    _timestamped(path)
+    view = SQLiteLedgerView(path, table="jobs", columns={"attempt_id": "id", "state": "status"},
+                            states={"sent": State.OUTCOME_CONFIRMED})
+    [job] = view.attempts()
+    assert (job.attempt_id, job.state, job.created_at) == ("j-1", State.OUTCOME_CONFIRMED, 0.0)
+    assert "created_at" not in view.provides and "updated_at" not in view.provides
+    numbered = SQLiteLedgerView(path, table="jobs", states={"sent": State.OUTCOME_CONFIRMED},
+                                columns={"attempt_id": "id", "state": "status",
+                                         "created_at": "created"})
+    assert numbered.attempts()[0].created_at == 3.0
+    assert "created_at" in numbered.provides
+
+
+def test_a_mapped_column_that_holds_no_number_is_a_one_line_error(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    _timestamped(path)
+    view = SQLiteLedgerView(path, table="jobs", states={"sent": State.OUTCOME_CONFIRMED},
+                            columns={"attempt_id": "id", "state": "status",
+                                     "created_at": "created_at"})
+    with pytest.raises(LedgerError) as info:
+        view.attempts()
+    said = str(info.value)
+    assert "\n" not in said
+    assert "created_at is mapped to column 'created_at', which holds '2026-11-30T14:06:01Z'" in said
+    assert "a time in harness seconds" in said and "leave it unmapped" in said

@@ -30,7 +30,7 @@ from ..._ledger.records import Attempt, Event
 from ..storage.authority_store import AuthorityChange
 from ..verdict.evidence import Evidence, ExpectedEffect, ProviderRequest, RecoveryRerun
 from ..verdict.history import History, render_timeline
-from ..verdict.invariants import Violation, check_all, check_own, unchecked
+from ..verdict.invariants import Violation, check_all, check_own, unaccounted, unchecked
 from ..verdict.linking import stored_links
 from ..verdict.record import case_record
 from .context import CaseEnv
@@ -446,7 +446,7 @@ def verdict(
         delivery_lossy=run.delivery_lossy,
         recovery_points=run.first_quiet_points,
         outcomes=_outcomes(evidence),
-        unchecked=tuple(unchecked(evidence.ledger_columns)),
+        unchecked=(*unchecked(evidence.ledger_columns), *unaccounted(evidence)),
         record=record,
         generations=_generations(evidence.requests),
         model_calls=len(ending.model_calls),

@@ -475,7 +475,7 @@ class _Explorer:
             return None
         if self.scenario.incident is None:  # an incident's baseline is the empty world's
             self.expected = result.expected_effects
-        self.report.unchecked = list(result.unchecked)
+        self.report.unchecked = list(dict.fromkeys([*result.unchecked, *self.report.unchecked]))
         return result
 
     def _incident_baseline(self, base: Schedule) -> bool:

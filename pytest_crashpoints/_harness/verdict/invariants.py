@@ -34,6 +34,7 @@ __all__ = [
     "check_own",
     "invariant_key",
     "invariant_name",
+    "unaccounted",
     "unchecked",
 ]
 
@@ -351,20 +352,29 @@ def _unrecorded_effects(evidence: Evidence) -> list[Violation]:
     An incident's object of other work (``history``) needs no row, nor does production's
     repeat of an object of its own that a row records (a duplicate that already happened:
     the incident, not the case's doing)."""
-    recorded = {id(r) for a in evidence.attempts for r in requests_of(a, evidence)}
-    blank = [
-        a
-        for a in evidence.attempts
-        if (not _links(a, evidence) and a.state in (State.MANUAL_REVIEW, State.FAILED))
-        or (a.state is State.MANUAL_REVIEW and not requests_of(a, evidence))
-    ]
     violations = []
-    for effect in evidence.effects:
-        if id(effect) in recorded or effect.process == "harness" or effect.history:
-            continue
-        if effect.from_incident and _repeats_recorded(effect, evidence, recorded):
-            continue
-        if any(not a.task_id or a.task_id == effect.task_id for a in blank):
+    for effect, standing in _unrecorded(evidence):
+        if any(a.state is State.MANUAL_REVIEW for a in standing):
+            continue  # set aside for a person, who will find out what happened
+        failed = [a for a in standing if a.state is State.FAILED]
+        if failed and all(not a.task_id for a in failed):
+            continue  # whose work the row is cannot be told: NOT CHECKED (unaccounted)
+        if failed:
+            # FAILED is "proven not to have happened": a row of this task says so of work
+            # the provider did, and no row records it.
+            violations.append(
+                Violation(
+                    2,
+                    tuple(a.attempt_id for a in failed),
+                    f"{', '.join(_describe(a) for a in failed)} ended FAILED (proven not to "
+                    f"have happened), but {effect.provider} applied {effect.request_id} at "
+                    f"{_t(evidence, effect.at)} ({effect.kind} by {effect.sender}) for the "
+                    "same task, and no attempt records it: the work happened and the ledger "
+                    "says it did not.",
+                    (*map(_row, failed), _entry(evidence, effect)),
+                    requests=_refs([effect]),
+                )
+            )
             continue
         violations.append(
             Violation(
@@ -377,6 +387,52 @@ def _unrecorded_effects(evidence: Evidence) -> list[Violation]:
             )
         )
     return violations
+
+
+def _unrecorded(
+    evidence: Evidence,
+) -> list[tuple[ProviderRequest, list[Attempt]]]:
+    """Each effect of the case no row names (production's history aside), with the rows
+    that name nothing and could stand for it: in review or failed with no link, or in review
+    whose links name no request, of its task (any task, for a row whose task is not read)."""
+    recorded = {id(r) for a in evidence.attempts for r in requests_of(a, evidence)}
+    blank = [
+        a
+        for a in evidence.attempts
+        if (not _links(a, evidence) and a.state in (State.MANUAL_REVIEW, State.FAILED))
+        or (a.state is State.MANUAL_REVIEW and not requests_of(a, evidence))
+    ]
+    found = []
+    for effect in evidence.effects:
+        if id(effect) in recorded or effect.process == "harness" or effect.history:
+            continue
+        if effect.from_incident and _repeats_recorded(effect, evidence, recorded):
+            continue
+        found.append((effect, [a for a in blank if not a.task_id or a.task_id == effect.task_id]))
+    return found
+
+
+def unaccounted(evidence: Evidence) -> list[str]:
+    """What invariant 2 could not check in this case, row by row: an effect no row records
+    whose only possible account is a FAILED row that names neither a request nor a task (its
+    tie column empty, its task not read)."""
+    if not evidence.reads_any(*LINK_COLUMNS):
+        return []
+    lines = []
+    for effect, standing in _unrecorded(evidence):
+        if any(a.state is State.MANUAL_REVIEW for a in standing):
+            continue
+        failed = [a for a in standing if a.state is State.FAILED]
+        if failed and all(not a.task_id for a in failed):
+            lines.append(
+                f"invariant 2 (the ledger agrees with the provider): "
+                f"{effect.provider} applied {effect.kind} for task {effect.task_id or '?'}, "
+                f"and no row records it; FAILED row(s) "
+                f"{', '.join(a.attempt_id for a in failed)} name no request and no task "
+                "(their tie column empty, no task_id column read), so whether one of them "
+                "is that work cannot be told: map task_id, or store the request id or key"
+            )
+    return lines
 
 
 def _repeats_recorded(
