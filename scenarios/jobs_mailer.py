@@ -18,10 +18,15 @@ Two versions of the same worker:
 power loss: its ``pending`` row is committed but not synced when the mail goes out, so a power
 loss after the send takes the row with it, the job comes back as new, and it is sent again.
 SQLite's default (``FULL``) syncs each commit: a power loss is then a kill.
+
+``log_commit_errors=True`` (on the fix) is the bug of a worker that takes a failed commit for a
+warning: its ``pending`` row could not be written (a full disk), it sends anyway, and a crash
+before the mark leaves no row at all: the job comes back as new and is sent again.
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
@@ -61,16 +66,22 @@ def _send(job: Mapping[str, Any], *, api_url: str, api_key: str) -> None:
 
 def _record_send_mark(
     conn: sqlite3.Connection, job: Mapping[str, Any], *, on_conflict: Literal["IGNORE", "REPLACE"],
-    api_url: str, api_key: str,
+    api_url: str, api_key: str, log_commit_errors: bool = False,
 ) -> str:
     """Record the job ``pending`` (``INSERT OR <on_conflict>``: a row the job has already is
     kept as it is, or replaced), send its mail, then mark its row ``sent``. A crash between the
-    send and the mark leaves the row ``pending`` with the mail gone out."""
-    with conn:
-        conn.execute(
-            f"INSERT OR {on_conflict} INTO jobs VALUES (?, ?, ?, 'pending')",
-            (job["task_id"], job["recipient"], job["body"]),
-        )
+    send and the mark leaves the row ``pending`` with the mail gone out. ``log_commit_errors``:
+    a ``pending`` row that failed to commit is logged, and the mail sent anyway (the bug)."""
+    try:
+        with conn:
+            conn.execute(
+                f"INSERT OR {on_conflict} INTO jobs VALUES (?, ?, ?, 'pending')",
+                (job["task_id"], job["recipient"], job["body"]),
+            )
+    except sqlite3.OperationalError:
+        if not log_commit_errors:
+            raise
+        logging.getLogger(__name__).exception("could not record job %s", job["task_id"])
     _send(job, api_url=api_url, api_key=api_key)
     with conn:
         conn.execute("UPDATE jobs SET status = 'sent' WHERE id = ?", (job["task_id"],))
@@ -109,10 +120,12 @@ def handle_sends_then_marks(
 
 def handle_parks_the_ambiguous(
     job: Mapping[str, Any], *, db: str | Path, api_url: str, api_key: str,
-    synchronous: str | None = None,
+    synchronous: str | None = None, log_commit_errors: bool = False,
 ) -> str:
     """The fix: a job found ``pending`` may have been sent; park it for review. (A job found
-    ``queued``, recorded by its producer before it was enqueued, was never started.)"""
+    ``queued``, recorded by its producer before it was enqueued, was never started.)
+    ``log_commit_errors=True`` puts another bug in: a ``pending`` row that could not be
+    committed (a full disk, an I/O error) is logged and the mail sent anyway."""
     conn = _open(db, synchronous)
     try:
         row = conn.execute("SELECT status FROM jobs WHERE id = ?", (job["task_id"],)).fetchone()
@@ -123,7 +136,8 @@ def handle_parks_the_ambiguous(
                 conn.execute("UPDATE jobs SET status = 'review' WHERE id = ?", (job["task_id"],))
             return "review"
         return _record_send_mark(
-            conn, job, on_conflict="REPLACE", api_url=api_url, api_key=api_key
+            conn, job, on_conflict="REPLACE", api_url=api_url, api_key=api_key,
+            log_commit_errors=log_commit_errors,
         )
     finally:
         conn.close()

@@ -44,3 +44,13 @@ def test_with_sqlites_default_sync_a_power_loss_is_a_kill(crashpoints):
     # power as it survives a kill, and the summary says a power loss is not applicable.
     # Its twin with synchronous=NORMAL is caught (broken/test_jobs_mailer.py).
     crashpoints.run(worker=worker, messages=[JOB], ledger_view=jobs)
+
+
+@pytest.mark.crashpoints(points=["C", "db.commit"], faults=["failed_commit", "kill"],
+                         max_faults=2, providers=["email"], mode="exhaustive",
+                         strict_coverage=False)
+def test_a_failed_commit_raises_and_the_job_comes_back(crashpoints):
+    # Each commit failing, alone and with a kill after it in the same delivery: the error
+    # raises, the message comes back, and a job found half done is parked. Its twin that logs
+    # the error and sends anyway is caught in broken/test_jobs_mailer.py.
+    crashpoints.run(worker=worker, messages=[JOB], ledger_view=jobs)

@@ -184,16 +184,23 @@ def _shown(points: tuple[str, ...]) -> str:
     return "".join(points) if all(len(p) == 1 for p in points) else repr(points)
 
 
+#: Kinds of fault tried only when a test chooses them (``faults=[...]``): a machine restored
+#: from a backup, a disk that stays full.
+ONLY_WHEN_CHOSEN = frozenset({"backup_restore", "disk_full"})
+
+
 def _left_out(value: object, left: tuple[str, ...], points: tuple[str, ...]) -> tuple[str, ...]:
     """Kinds left out of the default: each one the default tries, and some kind left."""
     from .._harness.case.schedule import FAULT_KINDS
 
-    if "backup_restore" in left:
+    chosen_only = [k for k in left if k in ONLY_WHEN_CHOSEN]
+    if chosen_only:
+        kind = chosen_only[0]
         raise CrashpointsError(
-            f"faults={value!r}: backup_restore is tried only when chosen, so there is nothing "
-            "to leave out; drop '-backup_restore'"
+            f"faults={value!r}: {kind} is tried only when chosen, so there is nothing "
+            f"to leave out; drop '-{kind}'"
         )
-    tried = [k for k in FAULT_KINDS if k != "backup_restore" and _allowed(k, points)]
+    tried = [k for k in FAULT_KINDS if k not in ONLY_WHEN_CHOSEN and _allowed(k, points)]
     if not set(tried) - set(left):
         raise CrashpointsError(
             f"faults={value!r} leaves out every kind of fault points {_shown(points)} allow; "

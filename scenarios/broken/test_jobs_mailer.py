@@ -48,3 +48,22 @@ def test_a_job_forgotten_by_a_restored_backup_is_sent_again(crashpoints):
     # taken before the job: the row that parks it is gone, the job comes back as new, and
     # the mail API has nothing to look it up by. Every write synced does not help here.
     crashpoints.run(worker=worker_parks, messages=[JOB], ledger_view=jobs)
+
+
+def logs_and_sends(job, ctx):
+    url, key = ctx.base_url("email"), ctx.api_key("email", job["task_id"])
+    return jobs_mailer.handle_parks_the_ambiguous(
+        job, db=ctx.env.path / "jobs.db", api_url=url, api_key=key, log_commit_errors=True)
+
+
+@pytest.mark.crashpoints(points=["C", "db.commit"], faults=["failed_commit", "kill"],
+                         max_faults=2, providers=["email"], mode="exhaustive", expect=1,
+                         strict_coverage=False)
+def test_a_failed_commit_logged_then_sent_and_killed_is_sent_twice(crashpoints):
+    # The parking mailer that logs a failed commit and sends anyway: its pending row could
+    # not be written; killed after the send (C, before the mark), the job comes back with no
+    # row and is sent again. One failed commit alone, or one kill alone, shows nothing: the
+    # two faults together, in one delivery, do.
+    report = crashpoints.run(worker=logs_and_sends, messages=[JOB], ledger_view=jobs)
+    assert "commit fails" in str(report.failure.schedule)
+    assert "kill at C" in str(report.failure.schedule)

@@ -276,6 +276,9 @@ REACH = [
     ("test_jobs_mailer.py", "power", (), {
         "test_with_sqlites_default_sync_a_power_loss_is_a_kill": "passed",
     }),
+    ("broken/test_jobs_mailer.py", "failed_commit", (), {
+        "test_a_failed_commit_logged_then_sent_and_killed_is_sent_twice": "caught",
+    }),
     ("test_django_mailer.py", "", ("django", "aiosmtpd"), {
         "test_a_claimed_job_is_parked_never_sent_twice": "passed",
     }),

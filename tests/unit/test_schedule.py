@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import pytest
 from hypothesis import given, settings
@@ -320,9 +320,14 @@ def test_fault_kinds_partition_the_single_faults() -> None:
         for kind in FAULT_KINDS
     }
     assert all(by_kind.values()), [kind for kind, found in by_kind.items() if not found]
-    # A backup restored is tried only when chosen: every other kind makes up the default.
-    assert set().union(*(v for k, v in by_kind.items() if k != "backup_restore")) == every
-    assert not by_kind["backup_restore"] & every
+    # A backup restored and a disk that stays full are tried only when chosen: every other
+    # kind makes up the default.
+    chosen_only = ("backup_restore", "disk_full")
+    assert set().union(*(v for k, v in by_kind.items() if k not in chosen_only)) == every
+    assert not (by_kind["backup_restore"] | by_kind["disk_full"]) & every
+    full = [step.fail_commit for s in by_kind["disk_full"] for step in s.steps
+            if isinstance(step, Deliver) and step.fail_commit]
+    assert full and all(f.lasting and f.variant == "full" for f in full)
     for one, other in itertools.combinations(by_kind, 2):
         assert not by_kind[one] & by_kind[other], (one, other)
     lost = by_kind["lose_response"]
@@ -511,8 +516,9 @@ def test_covering_schedules_label_every_kind_of_fault() -> None:
     labels = {label for label, _ in covering_schedules(space)}
     wanted = {"failed commit", "duplicated request", "session lost", "refused", "power lost"}
     assert wanted <= labels
-    assert set(KIND_LABELS.values()) - {"F", "search lag", "backup restored"} <= labels | {"F"}
-    assert "backup restored" not in labels  # only when chosen
+    only_chosen = {"backup restored", "disk full"}
+    assert set(KIND_LABELS.values()) - {"F", "search lag", *only_chosen} <= labels | {"F"}
+    assert not only_chosen & labels  # only when chosen
 
 
 @pytest.mark.parametrize(
@@ -547,3 +553,35 @@ def test_kinds_left_out_take_from_coverage_only_the_points_nothing_else_reaches(
     assert declared("duplicate_delivery") == points  # two workers at once still reach D
     assert declared("duplicate_delivery", "concurrent_delivery") == ("A", "B", "C", "E", "F")
     assert declared("authority_change", "lookup_failure") == ("A", "B", "C", "D")
+
+
+def test_a_failed_commit_is_tried_with_a_kill_in_the_same_delivery() -> None:
+    """With two faults, a commit that fails and a kill later in the same delivery make one
+    schedule (the worker that takes the failure for a warning dies before its next commit);
+    never with a second worker or a lost machine, and never with one fault."""
+    space = dataclasses.replace(
+        TWO_CALLS, points=frozenset({"C", "db.commit"}), kinds=frozenset({"failed_commit", "kill"}),
+        reachable=({"C": 1, "db.commit": 2}, {"C": 1, "db.commit": 2}),
+    )
+
+    def both(schedules: Iterable[Schedule]) -> list[Deliver]:
+        return [step for s in schedules for step in s.steps
+                if isinstance(step, Deliver) and step.fail_commit and step.kill]
+
+    assert both(enumerate_schedules(space, max_faults=1)) == []
+    paired = both(enumerate_schedules(space, max_faults=2))
+    assert {(d.message, d.kill, d.fail_commit.hit) for d in paired if d.fail_commit} >= {
+        (0, KillAt("C", 1), 1), (0, KillAt("C", 1), 2)}
+    assert "kill at C (hit 1), its 2nd commit fails" in str(
+        next(d for d in paired if d.fail_commit and d.fail_commit.hit == 2))
+
+
+def test_a_full_disk_that_stays_full_fails_every_later_commit() -> None:
+    lasting = FailCommit(2, "full", lasting=True)
+    assert list(lasting.hits)[:3] == [2, 3, 4] and len(lasting.hits) > 100
+    assert list(FailCommit(2, "full").hits) == [2]
+    assert "and every later one fail" in str(lasting)
+    with pytest.raises(ValueError, match="lasting is for a full disk"):
+        FailCommit(1, "ioerr", lasting=True)
+    round_trip = Schedule((Deliver(0, fail_commit=lasting),))
+    assert Schedule.from_dict(round_trip.to_dict()) == round_trip

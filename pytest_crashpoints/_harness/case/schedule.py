@@ -102,6 +102,7 @@ COVERAGE_KINDS = (
     "search lag",
     "racing recovery",
     "failed commit",
+    "disk full",
     "duplicated request",
     "power lost",
     "backup restored",
@@ -116,7 +117,8 @@ COVERAGE_KINDS = (
 #: ``duplicate_delivery`` (the message again, after the first), ``concurrent_delivery`` (two
 #: workers at once), ``authority_change`` (E), ``recovery_kill`` (recovery killed midway),
 #: ``racing_recovery`` (two recoveries at once), ``failed_commit`` (a SQLite commit of the
-#: worker fails: comes with ``db.commit``), ``power_loss`` (a kill at a point of the worker
+#: worker fails: comes with ``db.commit``), ``disk_full`` (a commit and every later one of the
+#: delivery fail: the disk stays full), ``power_loss`` (a kill at a point of the worker
 #: that is a power loss: its SQLite databases in WAL with ``synchronous=NORMAL`` lose their
 #: unsynced commits; generated where the fault-free run committed so), ``backup_restore``
 #: (a kill, then the agent's files restored from a backup taken before the delivery: only
@@ -135,6 +137,7 @@ FAULT_KINDS: dict[str, frozenset[str]] = {
     "recovery_kill": frozenset({"A", "B", "C"}),
     "racing_recovery": frozenset({"D"}),
     "failed_commit": frozenset({"db.commit"}),
+    "disk_full": frozenset({"db.commit"}),
     "power_loss": frozenset({"A", "B", "C", "db.commit", "db.committed"}),
     "backup_restore": frozenset({"A", "B", "C", "db.commit", "db.committed"}),
 }
@@ -152,6 +155,7 @@ KIND_LABELS: dict[str, str] = {
     "authority_change": "E",
     "racing_recovery": "racing recovery",
     "failed_commit": "failed commit",
+    "disk_full": "disk full",
     "power_loss": "power lost",
     "backup_restore": "backup restored",
 }
@@ -229,17 +233,37 @@ class FailCommit:
     """The worker's ``hit``-th SQLite commit fails (point ``db.commit``): ``sqlite3.Operational
     Error`` with SQLite's own message, ``"ioerr"`` a disk I/O error (``SQLITE_IOERR``),
     ``"full"`` a full disk (``SQLITE_FULL``); the transaction is rolled back, as SQLite does,
-    and the worker's own error handling runs."""
+    and the worker's own error handling runs. ``lasting``: the disk stays full, every later
+    commit of the delivery fails too."""
 
     hit: int = 1
     variant: CommitFailure = "ioerr"
+    lasting: bool = False
 
     def __post_init__(self) -> None:
         KillAt("db.commit", self.hit)  # the same checks
         _check_variant(self.variant, COMMIT_FAILURES)
+        if self.lasting not in (False, True) or (self.lasting and self.variant != "full"):
+            raise ValueError("lasting is for a full disk (variant 'full'): True or False")
 
     def __str__(self) -> str:
+        if self.lasting:
+            return (
+                f"its {_ordinal(self.hit)} commit and every later one fail "
+                f"({COMMIT_ERRORS[self.variant]}: the disk stays full)"
+            )
         return f"its {_ordinal(self.hit)} commit fails ({COMMIT_ERRORS[self.variant]})"
+
+    @property
+    def hits(self) -> range:
+        """The commits of the delivery that fail (a lasting one: this and, in practice,
+        every later one)."""
+        return range(self.hit, self.hit + (LASTING_COMMITS if self.lasting else 1))
+
+
+#: How many commits a full disk that stays full fails in one delivery (more than any worker
+#: makes in one).
+LASTING_COMMITS = 1000
 
 
 @dataclasses.dataclass(frozen=True)

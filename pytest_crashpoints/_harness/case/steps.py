@@ -423,7 +423,7 @@ class CaseRun:
         more = []
         if fail_commit is not None:
             error = sqlite3.OperationalError(COMMIT_ERRORS[fail_commit.variant])
-            more.append(Fault("db.commit", Raise(error), hit=fail_commit.hit))
+            more += [Fault("db.commit", Raise(error), hit=hit) for hit in fail_commit.hits]
         outcome = self.run_process(
             deliver_entry, (self.scenario.worker, self.env, who, message), kill, more
         )

@@ -170,7 +170,8 @@ def fault_kind(fault: tuple[Part, ...]) -> str:
     if "midway" in kinds or any(isinstance(value, ChangeAuthority) for value in values):
         return "authority_change"
     if "fail_commit" in kinds:
-        return "failed_commit"
+        failure = next(value for _, kind, value in fault if kind == "fail_commit")
+        return "disk_full" if failure.lasting else "failed_commit"
     if "power_loss" in kinds:
         return "power_loss"
     if "backup_restore" in kinds:
@@ -328,10 +329,13 @@ def _refusals(space: Space, i: int) -> Iterator[tuple[Part, ...]]:
 
 
 def _failed_commits(space: Space, i: int) -> Iterator[tuple[Part, ...]]:
-    """A commit of message ``i``'s worker fails, each commit in each way."""
+    """A commit of message ``i``'s worker fails, each commit in each way; from each commit on,
+    the disk stays full (where that kind is chosen)."""
     for hit in range(1, space.reachable[i].get("db.commit", 0) + 1):
         for failure in COMMIT_FAILURES:
             yield ((i, "fail_commit", FailCommit(hit, failure)),)
+        if space.kinds is not None and "disk_full" in space.kinds:
+            yield ((i, "fail_commit", FailCommit(hit, "full", lasting=True)),)
 
 
 def _authority_changes_midway(space: Space, i: int) -> Iterator[tuple[Part, ...]]:
@@ -515,8 +519,12 @@ def _faults_go_together(deliver: Deliver) -> bool:
     """Whether the faults of one delivery can happen in one run."""
     if deliver.midway is not None and (deliver.kill or deliver.duplicate):
         return False  # the worker waits at one gate: no kill, no second worker with it
-    if deliver.fail_commit is not None and (deliver.kill or deliver.duplicate or deliver.midway):
-        return False  # a failed commit is a delivery's one fault
+    if deliver.fail_commit is not None and (
+        deliver.duplicate or deliver.midway or deliver.power_loss or deliver.backup_restore
+    ):
+        # A failed commit goes with a kill of the same worker (the commit fails, the worker
+        # goes on, and dies later); a second worker or a lost machine is another story.
+        return False
     # Two workers at once: the machine goes for both, not one.
     return not (
         (deliver.power_loss or deliver.backup_restore) and deliver.duplicate == "concurrent"
