@@ -116,7 +116,8 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         ({"ledger": "incident/renewals.db"}, r"incident/renewals\.db: no such file"),
         ({"ledger": None, "export": None}, r"give the incident's --ledger and/or --export"),
         ({"export": "stripe=incident/charges.json"},
-         r"provider 'stripe' is not a bundled one \(deploy, email, model, payments, smtp, tickets\)"),
+         r"provider 'stripe' is not a bundled one "
+         r"\(deploy, email, model, payments, smtp, tickets\)"),
         ({"export": "incident/charges.json"}, r"--export 'incident/charges\.json': give "
          r"PROVIDER=FILE, e\.g\. payments=charges\.json"),
         # The message given where the charges belong: an object that is no Stripe object.
