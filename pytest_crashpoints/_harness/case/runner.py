@@ -81,6 +81,8 @@ class CaseResult:
     outcomes: tuple[str, ...] = ()
     #: The checks the ledger view could not support (see ``invariants.unchecked``).
     unchecked: tuple[str, ...] = ()
+    #: What this case's rows left unchecked, row by row (see ``invariants.unaccounted``).
+    unaccounted: tuple[str, ...] = ()
     #: A failing case as data (``record.case_record``): its merged timeline, ledger rows and
     #: violations with what they name; ``None`` when the case passed.
     record: Mapping[str, Any] | None = None
@@ -446,7 +448,8 @@ def verdict(
         delivery_lossy=run.delivery_lossy,
         recovery_points=run.first_quiet_points,
         outcomes=_outcomes(evidence),
-        unchecked=(*unchecked(evidence.ledger_columns), *unaccounted(evidence)),
+        unchecked=tuple(unchecked(evidence.ledger_columns)),
+        unaccounted=tuple(unaccounted(evidence)),
         record=record,
         generations=_generations(evidence.requests),
         model_calls=len(ending.model_calls),

@@ -246,8 +246,8 @@ class ExplorationReport:
             self.recovered += 1
         self.model_calls += result.model_calls
         self.model_reasks += result.model_reasks
-        # What a case could not check (a row that accounts for nothing) is said once.
-        self.unchecked += [line for line in result.unchecked if line not in self.unchecked]
+        # What a case's rows left unchecked (a row that accounts for nothing) is said once.
+        self.unchecked += [line for line in result.unaccounted if line not in self.unchecked]
         if result.timeout_reruns:
             self.slow_cases += 1
             self.slow_cases_finished += not any(e.startswith(INCONCLUSIVE) for e in result.errors)
