@@ -52,9 +52,10 @@ from typing import Any
 
 import httpx
 
-from ._described.engine import DescribedProvider, Refused, operations
+from ._described.engine import DescribedProvider, Refused, document, operations
 from ._described.forms import parse_form
 from ._described.operations import Operation
+from ._described.shapes import coerce
 from ._exports import Exported, listed
 from ._idempotency import release as _release_key
 from ._idempotency import reserve as _reserve_key
@@ -418,7 +419,11 @@ def _payment(
     (a declined one is no effect: it answers 402)."""
     prefix = "ch" if object_type == "charge" else "pi"
     object_id = f"{prefix}_{call.seq:024d}"
+    # What the request gave that the object keeps (a PaymentIntent's capture_method, a
+    # shipping address), as its schema types it; what the service decides comes after.
+    kept = {k: v for k, v in params.items() if k not in ("expand", "confirm", "capture")}
     obj: dict[str, Any] = {
+        **coerce(document("stripe"), {"$ref": f"#/components/schemas/{object_type}"}, kept),
         "id": object_id,
         "object": object_type,
         "amount": amount,
@@ -433,11 +438,12 @@ def _payment(
     if object_type == "charge":
         source = params.get("source", "tok_visa")
         declined = source in DECLINING
+        captured = not declined and params.get("capture") != "false"  # capture=false: later
         obj.update(
-            amount_captured=0 if declined else amount,
+            amount_captured=amount if captured else 0,
             amount_refunded=0,
             refunded=False,
-            captured=not declined,
+            captured=captured,
             paid=not declined,
             status="failed" if declined else "succeeded",
             failure_code="card_declined" if declined else None,
@@ -446,14 +452,18 @@ def _payment(
         method = params.get("payment_method")
         confirm = params.get("confirm") == "true"
         declined = confirm and method in DECLINING
+        manual = params.get("capture_method") == "manual"
         status = (
             "requires_payment_method" if declined or method is None
-            else "succeeded" if confirm else "requires_confirmation"
+            else ("requires_capture" if manual else "succeeded") if confirm
+            else "requires_confirmation"
         )
         obj.update(
             payment_method=method,
+            capture_method="manual" if manual else "automatic",
             status=status,
             amount_received=amount if status == "succeeded" else 0,
+            amount_capturable=amount if status == "requires_capture" else 0,
         )
     return obj, declined
 

@@ -556,3 +556,42 @@ def test_what_a_narrow_view_leaves_unchecked_is_said() -> None:
         )
     )
     assert full == []
+
+
+def test_2_a_row_that_names_an_object_stands_for_that_objects_history() -> None:
+    """An object's id names every write of it (its create, its confirm, its capture): a row
+    that stored only the id stands for the object, each of whose operations happened once.
+    A row that names its own write by its key or request id stands for that one alone."""
+    created = request(request_id="r-1", operation_key=None, kind="payment_intents.create",
+                      object_id="pi_1", aliases=("pi_1",))
+    confirmed = request(request_id="r-2", operation_key=None, kind="payment_intents.confirm",
+                        object_id="pi_1", aliases=("pi_1",), payload_hash="q" * 64)
+    captured = request(request_id="r-3", operation_key=None, kind="payment_intents.capture",
+                       object_id="pi_1", aliases=("pi_1",), payload_hash="r" * 64)
+    by_object = attempt(idempotency_key="", provider_request_id=None, result_ref="pi_1")
+    ev = evidence(attempts=(by_object,), requests=(created, confirmed, captured),
+                  expected_effects=None)
+    assert [v for v in fired(ev) if v.invariant == 2] == []
+    # The same operation twice on the object is no history: CONFIRMED needs one.
+    again = dataclasses.replace(confirmed, request_id="r-4", payload_hash="s" * 64)
+    twice = dataclasses.replace(ev, requests=(created, confirmed, again))
+    assert any("CONFIRMED but the provider has 3 effect(s)" in v.message for v in fired(twice))
+    # Named by its request id, a row stands for its own write: the later ones are not its.
+    own = attempt(idempotency_key="", provider_request_id="r-2", result_ref="pi_1")
+    mine = dataclasses.replace(ev, attempts=(own, by_object))
+    assert not any("CONFIRMED but" in v.message for v in fired(mine))
+
+
+def test_a_retry_that_changed_nothing_names_the_effect_it_repeats() -> None:
+    """An idempotent write made again after a lost answer changes nothing at a provider that
+    keeps no key (adding a label already there): the row that stored the retry's request id
+    names the first write's effect, for invariant 2 and for invariant 3."""
+    first = request(request_id="r-1", operation_key=None, journal_key="labels-payload",
+                    kind="issues.labels.post", object_id=None, aliases=())
+    retry = dataclasses.replace(first, request_id="r-2", effect_applied=False, status=200)
+    row = attempt(idempotency_key="", provider_request_id="r-2", result_ref=None)
+    ev = evidence(attempts=(row,), requests=(first, retry), expected_effects=None)
+    assert fired(ev) == []
+    unrelated = dataclasses.replace(retry, journal_key="another-payload")
+    said = [v.message for v in fired(dataclasses.replace(ev, requests=(first, unrelated)))]
+    assert any("names a read" in m or "0 effect(s)" in m for m in said), said

@@ -351,6 +351,7 @@ class World:
                         body=bodies.get(record.request_id) if record.effect_applied else None,
                         fault=record.fault,
                         world_limit=record.world_limit,
+                        journal_key=record.operation_key if record.kind == "write" else None,
                         reading=reading.get("text"),
                         history=bool(reading.get("history")),
                     )

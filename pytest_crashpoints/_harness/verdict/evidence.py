@@ -88,6 +88,10 @@ class ProviderRequest:
     #: What of this request the fake provider does not serve (a route, a parameter, a media
     #: type its description lacks), if anything: the world's limit, not the agent's doing.
     world_limit: str | None = dataclasses.field(default=None, compare=False, hash=False)
+    #: The provider's own name of the logical write a write request made or repeated (its
+    #: key, else its payload), from the provider's journal: a write made again that changed
+    #: nothing (an idempotent retry) shares it with the effect it repeats. ``None`` for a read.
+    journal_key: str | None = dataclasses.field(default=None, compare=False, hash=False)
     #: An object of an incident: how the harness read it (whose it is, on what evidence:
     #: ``"history of order-8 (metadata order_id)"``); ``None`` for a request of the case.
     reading: str | None = dataclasses.field(default=None, compare=False, hash=False)

@@ -22,7 +22,7 @@ from ..._ledger.records import Attempt
 from ..._ledger.states import FINAL_STATES, State
 from ...errors import HarnessUsageError
 from .evidence import Evidence, ProviderRequest
-from .linking import LINK_COLUMNS, compare_with_baseline, requests_of, twin_of
+from .linking import LINK_COLUMNS, compare_with_baseline, effects_of, requests_of, twin_of
 
 __all__ = [
     "CHECKS",
@@ -266,10 +266,14 @@ def check_outcomes_agree(evidence: Evidence) -> list[Violation]:
                 confirmed.append((attempt, effects[0]))  # another row may take it too
             continue
         elif attempt.state is State.OUTCOME_CONFIRMED:
+            effects, exact = effects_of(attempt, evidence)
             matching = [e for e in effects if e.args_hash in (None, attempt.args_hash)]
             if len(effects) == 1:
                 confirmed.append((attempt, effects[0]))
-            if len(effects) != 1 or len(matching) != 1:
+            # A row that names only an object (its id) stands for that object's history: it
+            # exists, and no operation of it happened twice.
+            history = not exact and effects and len({e.kind for e in effects}) == len(effects)
+            if not history and (len(effects) != 1 or len(matching) != 1):
                 violations.append(
                     Violation(
                         2,
@@ -508,10 +512,15 @@ def check_operator_visibility(evidence: Evidence) -> list[Violation]:
     # the same provider), by its request id or what it created. A read's own request id
     # names the read: a row CONFIRMED by a lookup stores what the lookup found, not that.
     keys = {(r.provider, r.operation_key) for r in evidence.requests if r.effect_applied}
+    # A write made again that changed nothing (an idempotent retry, at a provider that keeps
+    # no key) names the effect it repeats too.
+    made = {(r.provider, r.journal_key) for r in evidence.requests if r.effect_applied}
     effects = {
         name
         for r in evidence.requests
-        if r.effect_applied or (r.operation_key and (r.provider, r.operation_key) in keys)
+        if r.effect_applied
+        or (r.operation_key and (r.provider, r.operation_key) in keys)
+        or (r.journal_key and r.status < 400 and (r.provider, r.journal_key) in made)
         for name in r.identifiers
     }
     args = evidence.reads("args_json") and evidence.reads("args_hash")

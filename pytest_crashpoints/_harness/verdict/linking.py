@@ -24,6 +24,7 @@ __all__ = [
     "LINK_COLUMNS",
     "Comparison",
     "compare_with_baseline",
+    "effects_of",
     "requests_of",
     "stored_links",
     "twin_of",
@@ -40,13 +41,50 @@ def stored_links(attempt: Attempt, evidence: Evidence) -> frozenset[str]:
 
 
 def requests_of(attempt: Attempt, evidence: Evidence) -> list[ProviderRequest]:
-    """The provider requests the row names (any of its stored values), in journal order."""
+    """The provider requests the row names (any of its stored values), in journal order, and
+    the effect each write it names repeated without changing anything (an idempotent retry
+    names what the first one did)."""
     links = stored_links(attempt, evidence)
-    return [
+    named = [
         r
         for r in evidence.requests
         if (links & r.identifiers)
         or (r.attempt_id is not None and r.attempt_id == attempt.attempt_id)
+    ]
+    return _with_repeated(named, evidence)
+
+
+def effects_of(attempt: Attempt, evidence: Evidence) -> tuple[list[ProviderRequest], bool]:
+    """The effects the row stands for, and whether it names them exactly: those its key or
+    request id names (and what a write it names repeated), else, where it names only what
+    the provider made (an object's id, which every later write of that object shares too),
+    that object's effects."""
+    links = stored_links(attempt, evidence)
+    exact = [
+        r
+        for r in evidence.requests
+        if links & {name for name in (r.request_id, r.operation_key) if name}
+        or (r.attempt_id is not None and r.attempt_id == attempt.attempt_id)
+    ]
+    if exact:
+        return [r for r in _with_repeated(exact, evidence) if r.effect_applied], True
+    return [r for r in requests_of(attempt, evidence) if r.effect_applied], False
+
+
+def _with_repeated(
+    named: list[ProviderRequest], evidence: Evidence
+) -> list[ProviderRequest]:
+    repeats = {
+        (r.provider, r.journal_key)
+        for r in named
+        if r.journal_key and not r.effect_applied and r.status < 400
+    }
+    if not repeats:
+        return named
+    return [
+        r
+        for r in evidence.requests
+        if r in named or (r.effect_applied and (r.provider, r.journal_key) in repeats)
     ]
 
 
