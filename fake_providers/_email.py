@@ -107,6 +107,20 @@ def _str_dict(value: Any, field: str) -> dict[str, str]:
     return dict(value)
 
 
+#: The operations of scheduled sends: served as the world's limit (not simulated).
+_SCHEDULING: tuple[tuple[str, str, str, Any, str], ...] = (
+    ("POST", r"/v3/mail/batch/?", "mail.batch.create", "write", "write"),
+    ("GET", r"/v3/mail/batch/[^/]+/?", "mail.batch.retrieve", "lookup", "read"),
+    *(
+        (method, r"/v3/user/scheduled_sends(/[^/]+)?/?", f"scheduled_sends.{verb}", kind, scope)
+        for method, verb, kind, scope in (
+            ("GET", "get", "lookup", "read"), ("POST", "create", "write", "write"),
+            ("PATCH", "update", "write", "write"), ("DELETE", "delete", "write", "write"),
+        )
+    ),
+)
+
+
 class Email(DescribedProvider):
     """The email provider: not idempotent, SendGrid. See the module docstring."""
 
@@ -120,6 +134,13 @@ class Email(DescribedProvider):
         return [
             Route("POST", re.compile(r"/v3/mail/send/?"), "mail.send", "write", "email:write",
                   self._send),
+            *(
+                Route(method, re.compile(path), name, kind, f"email:{scope}",
+                      lambda call: self.unserved(
+                          f"{call.request.method} {call.request.url.path}: scheduled sends "
+                          "(their batch ids, pausing and cancelling them) are not simulated"))
+                for method, path, name, kind, scope in _SCHEDULING
+            ),
             Route("GET", re.compile(r"/v3/messages/?"), "messages.search", "lookup",
                   "email:read", self._search, search=True),
             Route("GET", re.compile(r"/v3/messages/(?P<msg_id>[^/]+)/?"), "messages.get",
@@ -168,6 +189,13 @@ class Email(DescribedProvider):
             return self.error(400, "The request body must be valid JSON.")
         if not isinstance(mail, dict):
             return self.error(400, "The request body must be a JSON object.")
+        scheduled = [name for name in ("send_at", "batch_id") if mail.get(name) is not None]
+        if scheduled:
+            # A mail sent later, and cancelled or not before then: not simulated. Said so,
+            # rather than sent at once (which a correct agent would be blamed for).
+            return self.unserved(
+                f"POST /v3/mail/send with {scheduled[0]!r}: scheduled sends are not simulated"
+            )
         try:
             message = self._message(call, mail)
         except _Invalid as exc:

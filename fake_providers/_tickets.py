@@ -41,6 +41,7 @@ import hashlib
 import re
 import shlex
 import sqlite3
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -50,6 +51,7 @@ from ._described.engine import DescribedProvider, Refused, public
 from ._email import iso_time
 from ._exports import Exported, ExportError, listed
 from ._github_exports import BadLabel, exported_issue, label_names
+from ._github_labels import Change, relabel
 from ._journal import next_counter
 from ._provider import (
     CORRELATION_HEADER,
@@ -103,6 +105,22 @@ class Tickets(DescribedProvider):
                   "tickets:read", self._list),
             Route("GET", re.compile(r"/search/issues/?"), "issues.search", "lookup",
                   "tickets:read", self._search, search=True),
+            *self._label_routes(repo + r"/issues/(?P<number>\d+)/labels"),
+        ]
+
+    def _label_routes(self, labels: str) -> list[Route]:
+        """An issue's labels (``_github_labels.py``)."""
+        def route(method: str, path: str, change: Change, kind: Any) -> Route:
+            scope = "tickets:read" if kind == "lookup" else "tickets:write"
+            return Route(method, re.compile(path + "/?"), f"issues.labels.{change}", kind, scope,
+                         lambda call: relabel(self, call, change))
+
+        return [
+            route("GET", labels, "list", "lookup"),
+            route("POST", labels, "add", "write"),
+            route("PUT", labels, "set", "write"),
+            route("DELETE", labels, "clear", "write"),
+            route("DELETE", labels + "/(?P<name>[^/]+)", "remove", "write"),
         ]
 
     def placement(self, obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -278,6 +296,19 @@ class Tickets(DescribedProvider):
             "html_url": f"{origin}/{login}",
         }
 
+    @staticmethod
+    def label(origin: str, full: str, name: str) -> dict[str, Any]:
+        """Label ``name`` of repository ``full`` as GitHub shows it."""
+        return {
+            "id": _stable_id(f"{full}:{name}"),
+            "node_id": f"LA_{_stable_id(f'{full}:{name}'):x}",
+            "name": name,
+            "color": "ededed",
+            "default": False,
+            "description": None,
+            "url": f"{origin}/repos/{full}/labels/{urllib.parse.quote(name)}",
+        }
+
     def _render(self, origin: str, issue: dict[str, Any]) -> dict[str, Any]:
         full = issue["repo"]
         api = f"{origin}/repos/{full}"
@@ -286,17 +317,7 @@ class Tickets(DescribedProvider):
             url=f"{api}/issues/{issue['number']}",
             repository_url=api,
             html_url=f"{origin}/{full}/issues/{issue['number']}",
-            labels=[
-                {
-                    "id": _stable_id(f"{full}:{label}"),
-                    "name": label,
-                    "color": "ededed",
-                    "default": False,
-                    "description": None,
-                    "url": f"{api}/labels/{label}",
-                }
-                for label in issue["labels"]
-            ],
+            labels=[self.label(origin, full, label) for label in issue["labels"]],
             user=self._user(origin, issue["author"]),
         )
         return out

@@ -135,12 +135,9 @@ class WorldObjects(Provider):
     # -- the world's objects ---------------------------------------------------------------
 
     def _schema(self, object_type: str) -> dict[str, Any]:
-        doc = document(self.description)
-        try:
-            found = doc.resolve(doc.schema(object_type))
-        except KeyError:
-            return {}
-        return dict(found) if isinstance(found, Mapping) else {}
+        """The schema of ``object_type``: its component, or, for objects a description names
+        by their path (its answers written in place), what its create or read answers."""
+        return _schema_of(self.description, object_type)
 
     def _id_field(self, op: Operation, object_type: str) -> str:
         """The field of ``object_type`` its item paths name it by (``op``'s last parameter)."""
@@ -272,6 +269,22 @@ class WorldObjects(Provider):
         object_id = str(obj.get(field, ""))
         path = call.request.url.path
         return tuple(dict.fromkeys(n for n in (object_id, path, f"{call.origin}{path}") if n))
+
+@functools.cache
+def _schema_of(description: str, object_type: str) -> dict[str, Any]:
+    doc = document(description)
+    try:
+        found = doc.resolve(doc.schema(object_type))
+    except KeyError:
+        found = next(
+            (doc.resolve(op.response) for op in operations(description)
+             if op.object_type == object_type and op.kind in ("create", "retrieve")
+             and isinstance(doc.resolve(op.response), Mapping)
+             and doc.resolve(op.response).get("properties")),
+            {},
+        )
+    return dict(found) if isinstance(found, Mapping) else {}
+
 
 def doc_type(schema: Any) -> str | None:
     """The first JSON type a (resolved) property schema names."""

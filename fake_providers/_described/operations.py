@@ -99,8 +99,9 @@ class Document:
                 if op.kind == "create" and op.object_type}
         return iter(
             dataclasses.replace(op, object_type=made[op.collection])
-            if op.id_param and op.collection in made
-            and op.kind in ("retrieve", "update", "replace", "delete", "action")
+            if op.collection in made
+            and (op.kind == "list" or (op.id_param and op.kind in (
+                "retrieve", "update", "replace", "delete", "action")))
             else op
             for op in found
         )

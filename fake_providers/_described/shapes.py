@@ -49,8 +49,8 @@ def _nullable(schema: Mapping[str, Any], doc: Document) -> bool:
 
 
 #: Strings that often match a pattern a description gives (tried in order).
-_CANDIDATES = ("2026-01-01 00:00:00", "2026-01-01T00:00:00Z", "2026-01-01", "user@example.com",
-               "a", "A", "0", "a1", "https://example.invalid/")
+_CANDIDATES = ("a", "a1", "A", "0", "2026-01-01 00:00:00", "2026-01-01T00:00:00Z", "2026-01-01",
+               "user@example.com", "https://example.invalid/")
 
 
 @functools.lru_cache(maxsize=256)

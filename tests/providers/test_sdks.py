@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 import stripe
-from github import Auth, BadCredentialsException, Github, UnknownObjectException
+from github import Auth, BadCredentialsException, Github, GithubException, UnknownObjectException
 from python_http_client.exceptions import BadRequestsError, UnauthorizedError
 from sendgrid import SendGridAPIClient
 from sendgrid.helpers.mail import CustomArg, Mail
@@ -214,3 +214,31 @@ def test_sendgrid_with_a_derived_key(email: Provider) -> None:
     assert effect.correlation_id is None and effect.operation_key == effect.payload_hash
     assert [(r.status, r.tenant_id) for r in email.journal.requests(label="recovery.1")] == [
         (202, "tenant-a"), (401, "tenant-a")]
+
+
+def test_pygithub_labels_an_issue_and_the_issue_keeps_them(tickets: Provider) -> None:
+    """Adding, setting and removing an issue's labels (PyGithub's own calls) change the issue
+    itself: its labels, the list filtered by label and a retry that adds what is there."""
+    with serve(tickets) as url:
+        gh = Github(auth=Auth.Token("tickets-writer-a"), base_url=url, retry=None,
+                    seconds_between_requests=None, seconds_between_writes=None)
+        try:
+            repo = gh.get_repo("tenant-a/ops")
+            issue = repo.create_issue(title="Outage", labels=["incident"])
+            issue.add_to_labels("sev-1")
+            issue.add_to_labels("sev-1")  # there already: nothing changes
+            assert [label.name for label in issue.get_labels()] == ["incident", "sev-1"]
+            assert [i.number for i in repo.get_issues(labels=["sev-1"])] == [issue.number]
+            issue.remove_from_labels("incident")
+            assert [label.name for label in repo.get_issue(issue.number).labels] == ["sev-1"]
+            with pytest.raises(GithubException) as missing:  # as GitHub answers it
+                issue.remove_from_labels("incident")
+            assert missing.value.status == 404
+            issue.set_labels("resolved")
+            assert [label.name for label in repo.get_issue(issue.number).labels] == ["resolved"]
+        finally:
+            gh.close()
+    ops = [e.operation for e in tickets.journal.effects()]
+    # The issue, then one new version of it per change that changed something.
+    assert ops == ["issues.create", "issues.labels.add", "issues.labels.remove",
+                   "issues.labels.set"]
