@@ -108,6 +108,10 @@ def _run(output: Path, report: Path, pytest_args: Sequence[str]) -> tuple[str | 
     if len(mine) != 1:
         return None, []
     failure = mine[0].get("failure") or {}
+    if failure.get("errors"):
+        # The written test broke before it could judge (a worker that raised in the fault-free
+        # case): what the checks then said follows from that, and is no reproduction.
+        return "error", []
     return mine[0].get("verdict"), list(failure.get("invariants") or [])
 
 
