@@ -13,14 +13,11 @@ from __future__ import annotations
 import json
 import urllib.parse
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from ._email import iso_time
 from ._github_exports import BadLabel, label_names
 from ._provider import Call, EffectDraft, Reply, json_body, json_document, payload_hash
-
-if TYPE_CHECKING:
-    from ._tickets import Tickets
 
 __all__ = ["Change", "relabel"]
 
@@ -39,7 +36,18 @@ def _asked(call: Call) -> list[str]:
     return label_names(data)
 
 
-def relabel(tickets: Tickets, call: Call, change: Change) -> Reply:
+class Issues(Protocol):
+    """What of the tickets provider the labels need."""
+
+    def current(self, call: Call, object_type: str, key: str) -> dict[str, Any] | None: ...
+
+    def error(self, status: int, message: str, *, code: str | None = None,
+              field: str | None = None) -> Reply: ...
+
+    def label(self, origin: str, full: str, name: str) -> dict[str, Any]: ...
+
+
+def relabel(tickets: Issues, call: Call, change: Change) -> Reply:
     """Answer one request on an issue's labels (``change``: what it does)."""
     full = f"{call.groups['owner']}/{call.groups['repo']}"
     key = f"{full}#{int(call.groups['number'])}"
