@@ -50,7 +50,10 @@ def test_file_sync_fires_before_each_sync_of_a_file_of_the_agents(tmp_path: Path
 
     def body(root: Path) -> None:
         two_lines(root)
-        append(root / "state" / "cursor", b"7", lambda fd: os.fsync(open(fd, closefd=False)))
+        with open(root / "state" / "cursor", "wb") as cursor:
+            cursor.write(b"7")
+            cursor.flush()
+            os.fsync(cursor)  # a file object: its fileno() is synced
         append(root / "logs" / "worker-1.log", b"harness\n", os.fsync)  # the harness's own
         append(outside, b"elsewhere\n", os.fsync)  # not the case's
         folder = os.open(root / "state", os.O_RDONLY)
