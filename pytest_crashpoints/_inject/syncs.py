@@ -17,6 +17,11 @@ case's run directory:
   the file holds on disk from then on (what a power loss keeps). A sync that raised logs
   nothing.
 
+``os.rename`` and ``os.replace`` (and ``Path.rename``, ``Path.replace``, ``shutil.move`` on
+them) of a file under the run directory are logged too, as ``>\\t<old path>\\t<new path>``:
+what was synced under the old name is synced under the new one (write, sync, rename: the
+atomic replace). The directory's own sync is not seen: the rename counts as durable at once.
+
 A directory's descriptor, a pipe, a socket and files outside the run directory pass through
 untouched. Not seen: ``os.sync()``, files opened with ``O_SYNC`` or ``O_DSYNC`` (each write is
 synced with no call to see), ``mmap.flush()``, and syncs made in C (an extension's own).
@@ -41,7 +46,7 @@ SQLITE_SUFFIXES = ("-wal", "-shm", "-journal")
 
 #: The real functions, once the hooks are installed (after a fork too: the child inherits
 #: them, and a later call only points the hooks at its own run directory).
-_original: dict[str, Callable[[Any], None]] = {}
+_original: dict[str, Callable[..., None]] = {}
 
 
 def _nothing(relative: str) -> bool:
@@ -109,6 +114,31 @@ def _hooked(real: Callable[[Any], None]) -> Callable[[Any], None]:
     return sync
 
 
+def _logged_rename(real: Callable[..., None]) -> Callable[..., None]:
+    def rename(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
+        real(src, dst, *args, **kwargs)
+        if args or kwargs or _target.log is None:  # relative to directory descriptors
+            return
+        try:
+            old, new = (
+                os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(p))),
+                             os.path.basename(os.fsdecode(p)))
+                for p in (src, dst)
+            )
+        except (TypeError, ValueError, OSError):
+            return
+        if old.startswith(_target.prefix) and new.startswith(_target.prefix):
+            try:
+                with open(_target.log, "a", encoding="utf-8") as log:
+                    log.write(f">\t{old}\t{new}\n")
+            except OSError:
+                return
+
+    rename.__doc__ = real.__doc__
+    rename.__name__ = getattr(real, "__name__", "rename")
+    return rename
+
+
 def install_sync_hooks(
     root: str | os.PathLike[str],
     *,
@@ -127,3 +157,6 @@ def install_sync_hooks(
     for name in ("fsync", "fdatasync"):
         _original[name] = real = getattr(os, name)
         setattr(os, name, _hooked(real))
+    for name in ("rename", "replace"):
+        _original[name] = moved = getattr(os, name)
+        setattr(os, name, _logged_rename(moved))

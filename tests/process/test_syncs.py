@@ -122,3 +122,24 @@ def test_the_hooks_follow_the_run_directory_of_the_last_install(tmp_path: Path) 
     assert syncs(outcome.hits) == [(1, "b.txt")]
     assert synced_sizes(second) == {"b.txt": 1}
     assert synced_sizes(first) == {}
+
+
+def test_a_file_synced_then_renamed_keeps_what_was_synced(tmp_path: Path) -> None:
+    """The atomic replace (write a new file, sync it, rename it over the old one): what was
+    synced under the new file's first name is what the renamed file holds on disk; a file
+    renamed over another without a sync holds nothing synced."""
+
+    def body(root: Path) -> None:
+        append(root / "state.json.tmp", b'{"n": 2}', os.fsync)
+        os.replace(root / "state.json.tmp", root / "state.json")
+        append(root / "other.tmp", b"never synced", os.fsync)
+        (root / "other.tmp").write_bytes(b"rewritten, never synced")
+        Path(root / "other.tmp").rename(root / "other")
+
+    outcome = run_syncing(tmp_path, body)
+    assert isinstance(outcome, Completed), outcome
+    assert synced_sizes(tmp_path) == {"state.json": 8, "other": 12}
+    (tmp_path / "logs" / "syncs-late.tsv").write_text(
+        f">\t{tmp_path / 'unsynced.tmp'}\t{tmp_path / 'state.json'}\n", encoding="utf-8"
+    )
+    assert synced_sizes(tmp_path) == {"other": 12}  # replaced by a file never synced

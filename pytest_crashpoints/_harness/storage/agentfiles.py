@@ -147,7 +147,8 @@ class FileLoss:
 
 def synced_sizes(root: Path) -> dict[str, int]:
     """The size of each agent file at the last sync any process of the case made of it
-    (their sync logs, in the order of the lines of each)."""
+    (their sync logs, in the order of the lines of each); a file renamed since takes what was
+    synced under its old name."""
     sizes: dict[str, int] = {}
     lines: list[str] = []
     for log in sorted((root / "logs").glob("syncs-*.tsv")):
@@ -155,14 +156,28 @@ def synced_sizes(root: Path) -> dict[str, int]:
             lines += log.read_text(encoding="utf-8").splitlines()
         except OSError:
             continue
+    top = root.resolve()
+
+    def relative(path: str) -> str | None:
+        try:
+            return Path(path).resolve().relative_to(top).as_posix()
+        except ValueError:
+            return None
+
     for line in lines:
+        if line.startswith(">\t"):  # renamed: what was synced under the old name moves
+            _, old, new = line.split("\t", 2)
+            moved, to = relative(old), relative(new)
+            if moved is not None and to is not None:
+                synced = sizes.pop(moved, None)
+                if synced is None:
+                    sizes.pop(to, None)
+                else:
+                    sizes[to] = synced
+            continue
         path, _, size = line.rpartition("\t")
-        if path and size.isdigit():
-            try:
-                relative = Path(path).resolve().relative_to(root.resolve()).as_posix()
-            except ValueError:
-                continue
-            sizes[relative] = int(size)
+        if path and size.isdigit() and (name := relative(path)) is not None:
+            sizes[name] = int(size)
     return sizes
 
 
