@@ -59,11 +59,15 @@ Where the crash points fire
     Harness-side changes (authority store, provider lookups); not fail points in the worker.
 
 Points the harness can place without any user code, inside its worker processes (see
-``wire.py`` and ``commits.py`` in this package):
+``wire.py``, ``commits.py`` and ``syncs.py`` in this package):
 
 ``"db.commit"``, ``"db.committed"`` (:data:`COMMIT_POINTS`)
     Just before and just after each durable SQLite commit of the process, with
     ``db=<file name>`` and ``n=<the process's commit number>``.
+``"file.sync"`` (:data:`SYNC_POINT`)
+    Just before each ``os.fsync`` or ``os.fdatasync`` of a file of the agent's (not SQLite's),
+    with ``file=<its path in the run directory>``: after the writes it syncs, before they are
+    on disk (``syncs.py``).
 ``"A"`` with ``source="auto"``
     Before a POST, PUT, PATCH or DELETE leaves for a provider, if the process committed since its
     last write request to a provider (reads in between do not count) and did not call
@@ -101,6 +105,7 @@ __all__ = [
     "COMMIT_POINTS",
     "CRASH_POINTS",
     "MODEL_POINT",
+    "SYNC_POINT",
     "Action",
     "Count",
     "EVERY_POINT",
@@ -121,6 +126,10 @@ CRASH_POINTS = ("A", "B", "C", "D", "E", "F")
 
 #: The points the commit hooks fire around every durable SQLite commit (``commits.py``).
 COMMIT_POINTS = ("db.commit", "db.committed")
+
+#: The point the sync hooks fire just before each ``os.fsync`` / ``os.fdatasync`` of a file of
+#: the agent's (``syncs.py``): the window between its writes and their sync.
+SYNC_POINT = "file.sync"
 
 #: The point name of a fault that matches a call of any name.
 EVERY_POINT = "*"

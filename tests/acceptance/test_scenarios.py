@@ -276,6 +276,12 @@ REACH = [
     ("test_jobs_mailer.py", "power", (), {
         "test_with_sqlites_default_sync_a_power_loss_is_a_kill": "passed",
     }),
+    ("test_journal_mailer.py", "", (), {
+        "test_a_line_torn_by_the_power_is_cut_and_the_job_mailed_once": "passed",
+    }),
+    ("broken/test_journal_mailer.py", "", (), {
+        "test_a_reader_that_refuses_a_torn_line_never_starts_again": "caught",
+    }),
     ("broken/test_jobs_mailer.py", "failed_commit", (), {
         "test_a_failed_commit_logged_then_sent_and_killed_is_sent_twice": "caught",
     }),
@@ -302,8 +308,8 @@ def test_queue_engine_and_storage_scenarios_pass_and_their_broken_twins_are_caug
     verdicts: dict[str, str],
 ) -> None:
     """A queue's own redelivery (or loss) of a killed worker's job, a durable engine's own
-    recovery, a power loss and a restored backup: each good scenario passes, each broken one
-    is caught, as the gate runs them."""
+    recovery, a power loss (a line torn between its write and its sync too) and a restored
+    backup: each good scenario passes, each broken one is caught, as the gate runs them."""
     import importlib.util
     import shutil
 

@@ -176,3 +176,72 @@ def test_a_ledger_left_unreadable_by_a_torn_write_is_a_violation_of_the_case(
     assert result.errors == ()
     clean = run_case(scenario, Schedule((Deliver(0),)), base_dir=tmp_path)
     assert clean.violations == () and clean.errors == ()
+
+
+# -- between a write and its sync --------------------------------------------------------------
+
+JOB = {"task_id": "t-1", "recipient": "ada@example.com", "body": "Invoice 1: 120 EUR"}
+#: The first line the journal mailer writes for JOB, synced before its mail goes out.
+SENDING = b'{"job": "t-1", "state": "sending", "to": "ada@example.com"}'
+
+
+def journal_worker(message: dict[str, Any], ctx: Any, *, repair: bool) -> str:
+    from scenarios import journal_mailer
+
+    return journal_mailer.handle(
+        message, journal=ctx.env.path / "journal.jsonl", api_url=ctx.base_url("email"),
+        api_key=ctx.api_key("email", message["task_id"]), repair=repair,
+    )
+
+
+def journal_scenario(*, repair: bool) -> Scenario:
+    import functools
+
+    return email_task_scenario(functools.partial(journal_worker, repair=repair), JOB)
+
+
+def torn_at(hit: int) -> Schedule:
+    return Schedule((Deliver(0, KillAt("file.sync", hit), power_loss=True),))
+
+
+def test_a_power_loss_between_a_write_and_its_sync_tears_that_write(tmp_path: Path) -> None:
+    """A writer that syncs each line: the power goes after the first line's write, before its
+    sync. The journal keeps half of it, and the reader that refuses a line that is not JSON
+    never starts again: the mail is never sent."""
+    result = run_case(journal_scenario(repair=False), torn_at(1), base_dir=tmp_path, keep=True)
+    assert (Path(result.run_dir) / "journal.jsonl").read_bytes() == SENDING[: len(SENDING) // 2]
+    said = f"journal.jsonl lost its last {len(SENDING) + 1} byte(s), never synced (the first "
+    assert said + f"{len(SENDING) // 2} of them kept: a torn write)" in result.timeline
+    assert "CorruptJournal: journal.jsonl:1 is not JSON" in result.timeline
+    assert result.expected_effects == ()
+    assert "power lost between a write and its sync (file.sync, hit 1)" in str(result.schedule)
+
+
+@pytest.mark.parametrize(("hit", "lines"), [
+    (1, [b'"sending"', b'"sent"']),  # the torn intent cut off: the job mailed as new
+    (2, [b'"sending"', b'"review"']),  # the torn mark cut off: sent, maybe: parked
+])
+def test_a_reader_that_cuts_a_torn_line_goes_on(tmp_path: Path, hit: int, lines: list[bytes]):
+    result = run_case(journal_scenario(repair=True), torn_at(hit), base_dir=tmp_path, keep=True)
+    assert "a torn write" in result.timeline
+    journal = (Path(result.run_dir) / "journal.jsonl").read_bytes().splitlines()
+    assert [line.split(b'"state": ')[1].split(b",")[0].rstrip(b"}") for line in journal] == lines
+    assert len(result.expected_effects) == 1
+
+
+def test_a_power_loss_needs_a_write_past_a_sync_or_a_sync(tmp_path: Path) -> None:
+    """With ``faults=["power_loss"]``: a writer that syncs each line gets the power lost
+    between each write and its sync (not listed as not applicable); a worker that writes
+    nothing of its own has nothing to lose, and the report says so."""
+    from pytest_crashpoints.harness import CrashSettings, explore
+
+    settings = CrashSettings(points=("B",), mode="exhaustive", max_faults=1,
+                             faults=("power_loss",))
+    syncing = explore(journal_scenario(repair=True), settings, base_dir=tmp_path, nodeid="t::s")
+    assert syncing.failure is None
+    assert syncing.reached["torn write"] == 2 and syncing.killed["file.sync"] == 2
+    assert not [line for line in syncing.not_applicable if line.startswith("power loss")]
+    mailing = email_task_scenario(send_email, MESSAGE)
+    nothing = explore(mailing, settings, base_dir=tmp_path, nodeid="t::n")
+    (said,) = [line for line in nothing.not_applicable if line.startswith("power loss")]
+    assert "nor synced with os.fsync or os.fdatasync" in said

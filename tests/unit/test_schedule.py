@@ -9,7 +9,12 @@ from collections.abc import Callable, Iterable
 import pytest
 from hypothesis import given, settings
 
-from pytest_crashpoints._harness.case.schedule import KIND_LABELS, between_calls
+from pytest_crashpoints._harness.case.schedule import (
+    COVERAGE_KINDS,
+    KIND_LABELS,
+    between_calls,
+    fault_kinds,
+)
 from pytest_crashpoints._harness.search.space import (
     Space,
     _single_faults,
@@ -585,3 +590,82 @@ def test_a_full_disk_that_stays_full_fails_every_later_commit() -> None:
         FailCommit(1, "ioerr", lasting=True)
     round_trip = Schedule((Deliver(0, fail_commit=lasting),))
     assert Schedule.from_dict(round_trip.to_dict()) == round_trip
+
+
+#: A worker that syncs two lines of a file of its own (``file.sync`` twice) around its e-mail.
+SYNCING = Space(
+    messages=1,
+    reachable=({"B": 1, "C": 1, "file.sync": 2},),
+    points=frozenset("BC"),
+    providers=("email",),
+    effects=({"email": 1},),
+)
+
+
+def _torn(schedules: Iterable[Schedule]) -> list[KillAt]:
+    return [
+        step.kill
+        for s in schedules
+        for step in s.steps
+        if isinstance(step, Deliver) and step.power_loss and step.kill is not None
+    ]
+
+
+def test_a_power_loss_is_placed_between_each_write_and_its_sync() -> None:
+    """Every sync the fault-free run reached (``file.sync``) gets a power loss of its own,
+    by default and with ``faults=["power_loss"]``: it is there, not at a kill point, that a
+    writer that syncs each record tears one. No plain kill there unless it is declared."""
+    windows = [KillAt("file.sync", 1), KillAt("file.sync", 2)]
+    assert _torn(_singles(SYNCING)) == windows
+    chosen = dataclasses.replace(SYNCING, kinds=frozenset({"power_loss"}))
+    assert _torn(_singles(chosen)) == windows
+    assert not [s for s in _singles(SYNCING) if "kill:file.sync" in kinds(s)
+                and not any(isinstance(step, Deliver) and step.power_loss for step in s.steps)]
+    (first, _second) = [s for s in _singles(SYNCING) if _torn([s])]
+    assert str(first) == (
+        "deliver message 0, power lost between a write and its sync (file.sync, hit 1): its "
+        "files keep what they synced, the next record torn"
+    )
+    assert fault_kind(((0, "power_loss", KillAt("file.sync", 1)),)) == "power_loss"
+    assert Schedule.from_dict(first.to_dict()) == first
+
+
+@pytest.mark.parametrize(
+    "space",
+    [
+        dataclasses.replace(SYNCING, kinds=frozenset({"kill"})),  # power loss not chosen
+        dataclasses.replace(SYNCING, left_out=frozenset({"power_loss"})),  # left out
+        dataclasses.replace(SYNCING, points=frozenset("DF")),  # no point allows a power loss
+        dataclasses.replace(SYNCING, reachable=({"B": 1, "C": 1},)),  # no sync reached
+    ],
+)
+def test_no_torn_write_where_no_power_loss_is_tried(space: Space) -> None:
+    assert _torn(_singles(space)) == []
+
+
+def test_a_declared_sync_point_and_a_lossy_message_place_each_power_loss_once() -> None:
+    """``file.sync`` declared (a kill there too) on a message whose files were left unsynced:
+    the power loss at each sync is one schedule, not two."""
+    space = dataclasses.replace(
+        SYNCING, points=frozenset({"B", "C", "file.sync"}), lossy=((("log.txt", "file"),),)
+    )
+    singles = list(_single_faults(space))  # what Hypothesis draws from, not deduplicated
+    assert len(singles) == len(set(singles))
+    found = _torn(_singles(space))
+    assert set(found) == {KillAt("B"), KillAt("C"), KillAt("file.sync"), KillAt("file.sync", 2)}
+    assert {"kill:file.sync"} in [kinds(s) for s in _singles(space) if not _torn([s])]
+
+
+def test_a_torn_write_has_a_coverage_label_of_its_own() -> None:
+    """Hypothesis's top-up runs a power loss between a write and its sync even when no draw
+    did (and, for a message whose databases lose commits too, besides the power loss at a
+    kill point); the case counts for both labels."""
+    labelled = dict(covering_schedules(SYNCING))
+    assert _torn([labelled["torn write"]]) == [KillAt("file.sync", 1)]
+    lossy = dataclasses.replace(SYNCING, lossy=((("jobs.db", "wal/1"),),))
+    labelled = dict(covering_schedules(lossy))
+    assert _torn([labelled["power lost"]]) == [KillAt("B", 1)]
+    assert _torn([labelled["torn write"]]) == [KillAt("file.sync", 1)]
+    assert fault_kinds(labelled["torn write"].steps) == {"power lost", "torn write"}
+    assert fault_kinds(labelled["power lost"].steps) == {"power lost"}
+    assert "torn write" in COVERAGE_KINDS

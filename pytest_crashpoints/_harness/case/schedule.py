@@ -44,7 +44,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal, Protocol, TypeAlias
 
-from ..._inject.failpoints import WRITE_POINT
+from ..._inject.failpoints import SYNC_POINT, WRITE_POINT
 from ...errors import CrashpointsError
 
 __all__ = [
@@ -63,6 +63,7 @@ __all__ = [
     "Step",
     "FAULT_KINDS",
     "KIND_LABELS",
+    "TORN_WRITE",
     "FailCommit",
     "between_calls",
     "fault_kinds",
@@ -91,6 +92,9 @@ RACE_POINTS = ("recovery.claimed", "recovery.looked_up", "db.committed", "C")
 LEASE_WAIT = 120.0
 #: A search lag that still hides an effect when a recovery after ``LEASE_WAIT`` asks.
 LAG_THAT_MATTERS = 2 * LEASE_WAIT + 1
+#: The coverage label of a power loss between a write to a file of the agent's and its sync
+#: (at ``file.sync``): the file keeps what it synced and a torn part of what was written since.
+TORN_WRITE = "torn write"
 #: The labels of the coverage table for the kinds of fault that are not a place in a worker.
 COVERAGE_KINDS = (
     "D",
@@ -105,6 +109,7 @@ COVERAGE_KINDS = (
     "disk full",
     "duplicated request",
     "power lost",
+    TORN_WRITE,
     "backup restored",
 )
 
@@ -120,7 +125,9 @@ COVERAGE_KINDS = (
 #: worker fails: comes with ``db.commit``), ``disk_full`` (a commit and every later one of the
 #: delivery fail: the disk stays full), ``power_loss`` (a kill at a point of the worker
 #: that is a power loss: its SQLite databases in WAL with ``synchronous=NORMAL`` lose their
-#: unsynced commits; generated where the fault-free run committed so), ``backup_restore``
+#: unsynced commits, its other files what they did not sync; generated where the fault-free
+#: run committed or wrote so, and between each write to a file of its own and that write's
+#: sync, at ``file.sync``: a torn write), ``backup_restore``
 #: (a kill, then the agent's files restored from a backup taken before the delivery: only
 #: when chosen).
 FAULT_KINDS: dict[str, frozenset[str]] = {
@@ -138,7 +145,7 @@ FAULT_KINDS: dict[str, frozenset[str]] = {
     "racing_recovery": frozenset({"D"}),
     "failed_commit": frozenset({"db.commit"}),
     "disk_full": frozenset({"db.commit"}),
-    "power_loss": frozenset({"A", "B", "C", "db.commit", "db.committed"}),
+    "power_loss": frozenset({"A", "B", "C", "db.commit", "db.committed", SYNC_POINT}),
     "backup_restore": frozenset({"A", "B", "C", "db.commit", "db.committed"}),
 }
 #: The coverage label of each kind of fault that is not a kill at a point (a kill is labelled
@@ -299,7 +306,12 @@ class Deliver:
 
     def __str__(self) -> str:
         text = f"deliver message {self.message}"
-        if self.kill and self.power_loss:
+        if self.kill and self.power_loss and self.kill.point == SYNC_POINT:
+            text += (
+                f", power lost between a write and its sync ({SYNC_POINT}, hit "
+                f"{self.kill.hit}): its files keep what they synced, the next record torn"
+            )
+        elif self.kill and self.power_loss:
             text += (
                 f", power lost at {self.kill.point} (hit {self.kill.hit}): its files keep "
                 "only what they synced"
@@ -518,6 +530,8 @@ def fault_kinds(steps: Sequence[Step]) -> set[str]:
                 kinds.add("failed commit")
             if step.power_loss:
                 kinds.add("power lost")
+                if step.kill is not None and step.kill.point == SYNC_POINT:
+                    kinds.add(TORN_WRITE)
             if step.backup_restore:
                 kinds.add("backup restored")
         elif isinstance(step, ChangeAuthority):

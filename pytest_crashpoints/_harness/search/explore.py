@@ -290,8 +290,9 @@ class _Explorer:
             self.on_case(self.report)
 
     def _place_power_loss(self, space: Space) -> None:
-        """A power loss is tried where the fault-free run committed without syncing; where
-        it never did, or where the settings could corrupt the file, the report says why."""
+        """A power loss is tried where the fault-free run committed or wrote without syncing,
+        and between each write to a file of its own and that write's sync; where there is
+        none of these, or where the settings could corrupt the file, the report says why."""
         from ..storage.powerloss import refusal
 
         refused = {
@@ -303,14 +304,15 @@ class _Explorer:
         self.report.not_applicable += sorted(refused)
         label = KIND_LABELS["power_loss"]
         if label in self.report.declared and not any(
-            space.lossy_of(i) for i in range(space.messages)
+            space.lossy_of(i) or space.torn_write_sites(i) for i in range(space.messages)
         ):
             self.report.declared = tuple(p for p in self.report.declared if p != label)
             self.report.not_applicable.append(
                 "power loss: nothing the worker wrote can be lost to it (each SQLite commit is "
                 "synced before it returns: synchronous=FULL or EXTRA, or a rollback journal; "
-                "and no file of its own was written past what it synced), so a power loss "
-                "keeps what a kill keeps"
+                "and no file of its own was written past what it synced, nor synced with "
+                "os.fsync or os.fdatasync, where the power could catch a write before its "
+                "sync), so a power loss keeps what a kill keeps"
             )
 
     def _place_forgotten_sessions(self, space: Space) -> None:

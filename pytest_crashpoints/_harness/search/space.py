@@ -16,10 +16,11 @@ import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from ..._inject.failpoints import WRITE_POINT
+from ..._inject.failpoints import SYNC_POINT, WRITE_POINT
 from ..case.schedule import (
     AUTHORITY_CHANGES,
     COMMIT_FAILURES,
+    FAULT_KINDS,
     KIND_LABELS,
     LEASE_WAIT,
     LOST_VARIANTS,
@@ -27,6 +28,7 @@ from ..case.schedule import (
     RECOVERY_POINTS,
     REFUSALS,
     SESSION_REFUSAL,
+    TORN_WRITE,
     Advance,
     ChangeAuthority,
     Deliver,
@@ -127,6 +129,15 @@ class Space:
             if point in self.points and point not in ("D", "E", "F"):
                 sites.extend(KillAt(point, hit) for hit in range(1, hits + 1))
         return sites
+
+    def torn_write_sites(self, message: int) -> list[KillAt]:
+        """Where a power loss of message ``message``'s worker catches a write before its sync:
+        each sync of a file of its own (``file.sync``) the fault-free run reached, when the
+        points allow a power loss."""
+        if not self.points & FAULT_KINDS["power_loss"]:
+            return []
+        syncs = self.reachable[message].get(SYNC_POINT, 0)
+        return [KillAt(SYNC_POINT, hit) for hit in range(1, syncs + 1)]
 
     def pause_sites(self, message: int) -> list[KillAt]:
         """Where a first delivery may wait while a second one runs (D): every hit of A, B
@@ -282,13 +293,14 @@ def _every_single_fault(space: Space) -> Iterator[tuple[Part, ...]]:
 
 def _kills(space: Space, i: int) -> Iterator[tuple[Part, ...]]:
     """A kill of message ``i``'s worker at each place it can be killed; at the same places,
-    the power lost instead (when a database of its would lose commits to it) and a backup
-    restored (only when that kind is chosen)."""
+    the power lost instead (when a database or file of its would lose something to it); the
+    power lost between each write to a file of its own and that write's sync (a torn write);
+    and a backup restored (only when that kind is chosen)."""
     for kill in space.kill_sites(i):
         yield ((i, "kill", kill),)
-    if space.lossy_of(i):
-        for kill in space.kill_sites(i):
-            yield ((i, "power_loss", kill),)
+    powered = space.kill_sites(i) if space.lossy_of(i) else []
+    for kill in dict.fromkeys([*powered, *space.torn_write_sites(i)]):
+        yield ((i, "power_loss", kill),)
     if space.kinds is not None and "backup_restore" in space.kinds:
         for kill in space.kill_sites(i):
             yield ((i, "backup_restore", kill),)
@@ -581,12 +593,15 @@ def enumerate_schedules(space: Space, *, max_faults: int = 1) -> Iterator[Schedu
 
 
 def _label(fault: tuple[Part, ...]) -> str:
-    """What a single fault exercises, as the coverage table names it: its kind's label, or
-    the point a kill (of the worker or of recovery) lands at."""
+    """What a single fault exercises, as the coverage table names it: its kind's label (a
+    power loss between a write and its sync: a torn write), or the point a kill (of the worker
+    or of recovery) lands at."""
     kind = fault_kind(fault)
+    last = fault[-1][2]
+    if kind == "power_loss" and isinstance(last, KillAt) and last.point == SYNC_POINT:
+        return TORN_WRITE
     if kind in KIND_LABELS:
         return KIND_LABELS[kind]
-    last = fault[-1][2]
     if isinstance(last, Recover):
         return last.kill.point if last.kill else "recovery"
     assert isinstance(last, KillAt)

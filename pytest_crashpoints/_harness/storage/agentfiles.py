@@ -10,9 +10,20 @@ connection opens a database nobody has open.
 
 :class:`Backup` is the agent's files at one instant (taken while no process of the case
 runs); :meth:`Backup.restore` puts them back, removing what was written since.
-:func:`unsynced_files` and :func:`lose_unsynced_file` are a power loss for files that are not
-SQLite's: a file keeps what was synced (``os.fsync``, ``os.fdatasync``: the worker's calls are
-logged by :func:`install_sync_log`) and loses what was written since.
+:func:`lose_unsynced_file` is a power loss for a file that is not SQLite's: it keeps what was
+synced (``os.fsync``, ``os.fdatasync``: the worker's calls are logged by
+:func:`install_sync_log`, which also places ``file.sync`` before each) and loses what was
+written since, its first record torn.
+
+The model of what the power takes is the simplest one a strict reader must survive, on any
+file system: a file keeps every byte of its last sync (and what it held before the delivery
+began, long enough on disk to have been written back) and loses the bytes written since, but
+for a prefix of them that ends inside their first record (line): the first half of that
+record. That is the data a machine wrote back in part before it died (a page of it, or one of
+the ``write()`` calls a record was written with), as ext4 (``data=ordered``) and XFS leave a
+file extended since its last sync: a prefix of what was appended, cut where writeback
+stopped. Not modelled: a later part kept without an earlier one (a hole read as zeros), a
+size kept without its data (a tail of NUL bytes), writes kept out of order.
 """
 
 from __future__ import annotations
@@ -22,6 +33,8 @@ import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from ..._inject.syncs import SQLITE_HEADER, SQLITE_SUFFIXES, install_sync_hooks
 
 if TYPE_CHECKING:
     from .crashstates import RunDirReader
@@ -37,8 +50,6 @@ __all__ = [
 ]
 
 _HARNESS_DIRS = ("journals", "logs")
-_SQLITE_HEADER = b"SQLite format 3\x00"
-_SQLITE_SUFFIXES = ("-wal", "-shm", "-journal")
 #: The log of the worker's syncs, one per process: ``<path>\t<size>`` per line.
 SYNC_LOG = "logs/syncs-{pid}.tsv"
 
@@ -69,13 +80,13 @@ def is_sqlite(path: Path, reader: RunDirReader | None = None) -> bool:
     ``reader``, the header is read through its kept descriptors: a file this process may
     hold SQLite connections on must never be opened and closed here (closing any descriptor
     of a file drops every POSIX lock the process holds on it, the connections' included)."""
-    if path.name.endswith(_SQLITE_SUFFIXES):
+    if path.name.endswith(SQLITE_SUFFIXES):
         return True
     if reader is not None:
-        return reader.head(path, len(_SQLITE_HEADER)) == _SQLITE_HEADER
+        return reader.head(path, len(SQLITE_HEADER)) == SQLITE_HEADER
     try:
         with open(path, "rb") as file:
-            return file.read(len(_SQLITE_HEADER)) == _SQLITE_HEADER
+            return file.read(len(SQLITE_HEADER)) == SQLITE_HEADER
     except OSError:
         return False
 
@@ -136,7 +147,8 @@ class FileLoss:
 
 def synced_sizes(root: Path) -> dict[str, int]:
     """The size of each agent file at the last sync any process of the case made of it
-    (their sync logs, in the order of the lines of each)."""
+    (their sync logs, in the order of the lines of each); a file renamed since takes what was
+    synced under its old name."""
     sizes: dict[str, int] = {}
     lines: list[str] = []
     for log in sorted((root / "logs").glob("syncs-*.tsv")):
@@ -144,14 +156,28 @@ def synced_sizes(root: Path) -> dict[str, int]:
             lines += log.read_text(encoding="utf-8").splitlines()
         except OSError:
             continue
+    top = root.resolve()
+
+    def relative(path: str) -> str | None:
+        try:
+            return Path(path).resolve().relative_to(top).as_posix()
+        except ValueError:
+            return None
+
     for line in lines:
+        if line.startswith(">\t"):  # renamed: what was synced under the old name moves
+            _, old, new = line.split("\t", 2)
+            moved, to = relative(old), relative(new)
+            if moved is not None and to is not None:
+                synced = sizes.pop(moved, None)
+                if synced is None:
+                    sizes.pop(to, None)
+                else:
+                    sizes[to] = synced
+            continue
         path, _, size = line.rpartition("\t")
-        if path and size.isdigit():
-            try:
-                relative = Path(path).resolve().relative_to(root.resolve()).as_posix()
-            except ValueError:
-                continue
-            sizes[relative] = int(size)
+        if path and size.isdigit() and (name := relative(path)) is not None:
+            sizes[name] = int(size)
     return sizes
 
 
@@ -186,29 +212,7 @@ def lose_unsynced_file(
 
 
 def install_sync_log(root: Path) -> None:
-    """In a worker process: log each ``os.fsync`` / ``os.fdatasync`` of a file under
-    ``root`` (its path and size after the sync) to this process's sync log."""
-    if getattr(os.fsync, "_crashpoints_logged", False):
-        return
-    log_path = root / SYNC_LOG.format(pid=os.getpid())
-    real_fsync, real_fdatasync = os.fsync, os.fdatasync
-    prefix = str(root.resolve()) + os.sep
-
-    def logged(real: object) -> object:
-        def sync(fd: object) -> None:
-            real(fd)  # type: ignore[operator]
-            number = fd if isinstance(fd, int) else fd.fileno()  # type: ignore[attr-defined]
-            try:
-                path = os.readlink(f"/proc/self/fd/{number}")
-                size = os.fstat(number).st_size
-            except OSError:
-                return
-            if path.startswith(prefix):
-                with open(log_path, "a", encoding="utf-8") as log:
-                    log.write(f"{path}\t{size}\n")
-
-        sync._crashpoints_logged = True  # type: ignore[attr-defined]
-        return sync
-
-    os.fsync = logged(real_fsync)  # type: ignore[assignment]
-    os.fdatasync = logged(real_fdatasync)  # type: ignore[assignment]
+    """In a worker process: fire ``file.sync`` before each ``os.fsync`` / ``os.fdatasync`` of
+    an agent file under ``root`` (a run directory), and log each sync of a file under it (its
+    path and size after the sync) to this process's sync log (``_inject/syncs.py``)."""
+    install_sync_hooks(root, log=root / SYNC_LOG.format(pid=os.getpid()), skip=_harness_owned)
