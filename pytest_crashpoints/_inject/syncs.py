@@ -22,9 +22,15 @@ them) of a file under the run directory are logged too, as ``>\\t<old path>\\t<n
 what was synced under the old name is synced under the new one (write, sync, rename: the
 atomic replace). The directory's own sync is not seen: the rename counts as durable at once.
 
+``os.sync()`` syncs every file: after it returns, each regular file under the run directory
+is logged with its size (no fail point: it names no file). A file opened with ``os.open`` and
+``O_SYNC`` or ``O_DSYNC`` (``open(..., opener=...)`` included) has each write synced before the
+write returns, with no call to see: it is logged once as ``=\t<path>``, and counts as synced
+up to its size whenever a power loss comes.
+
 A directory's descriptor, a pipe, a socket and files outside the run directory pass through
-untouched. Not seen: ``os.sync()``, files opened with ``O_SYNC`` or ``O_DSYNC`` (each write is
-synced with no call to see), ``mmap.flush()``, and syncs made in C (an extension's own).
+untouched. Not seen: ``mmap.flush()``, a file opened with ``O_SYNC`` by C code, and syncs made
+in C (an extension's own).
 """
 
 from __future__ import annotations
@@ -114,6 +120,55 @@ def _hooked(real: Callable[[Any], None]) -> Callable[[Any], None]:
     return sync
 
 
+def _log(*lines: str) -> None:
+    if _target.log is None or not lines:
+        return
+    try:
+        with open(_target.log, "a", encoding="utf-8") as log:
+            log.writelines(f"{line}\n" for line in lines)
+    except OSError:
+        return
+
+
+def _synced_all(real: Callable[[], None]) -> Callable[[], None]:
+    def sync() -> None:
+        real()
+        if not _target.prefix:
+            return
+        found = []
+        for folder, _dirs, files in os.walk(_target.prefix):
+            for name in files:
+                path = os.path.join(folder, name)
+                try:
+                    info = os.lstat(path)
+                except OSError:
+                    continue
+                if stat.S_ISREG(info.st_mode):
+                    found.append(f"{path}\t{info.st_size}")
+        _log(*found)
+
+    sync.__doc__ = real.__doc__
+    sync.__name__ = getattr(real, "__name__", "sync")
+    return sync
+
+
+_SYNC_FLAGS = getattr(os, "O_SYNC", 0) | getattr(os, "O_DSYNC", 0)
+
+
+def _synced_open(real: Callable[..., int]) -> Callable[..., int]:
+    def open_(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        fd = real(path, flags, *args, **kwargs)
+        if flags & _SYNC_FLAGS and _target.prefix:
+            found = _under_root(fd)
+            if found is not None:
+                _log(f"=\t{found[1]}")
+        return fd
+
+    open_.__doc__ = real.__doc__
+    open_.__name__ = getattr(real, "__name__", "open")
+    return open_
+
+
 def _logged_rename(real: Callable[..., None]) -> Callable[..., None]:
     def rename(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
         real(src, dst, *args, **kwargs)
@@ -128,11 +183,7 @@ def _logged_rename(real: Callable[..., None]) -> Callable[..., None]:
         except (TypeError, ValueError, OSError):
             return
         if old.startswith(_target.prefix) and new.startswith(_target.prefix):
-            try:
-                with open(_target.log, "a", encoding="utf-8") as log:
-                    log.write(f">\t{old}\t{new}\n")
-            except OSError:
-                return
+            _log(f">\t{old}\t{new}")
 
     rename.__doc__ = real.__doc__
     rename.__name__ = getattr(real, "__name__", "rename")
@@ -160,3 +211,8 @@ def install_sync_hooks(
     for name in ("rename", "replace"):
         _original[name] = moved = getattr(os, name)
         setattr(os, name, _logged_rename(moved))
+    if hasattr(os, "sync"):
+        _original["sync"] = everything = os.sync
+        os.sync = _synced_all(everything)
+    _original["open"] = opened = os.open
+    os.open = _synced_open(opened)

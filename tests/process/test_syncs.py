@@ -143,3 +143,48 @@ def test_a_file_synced_then_renamed_keeps_what_was_synced(tmp_path: Path) -> Non
         f">\t{tmp_path / 'unsynced.tmp'}\t{tmp_path / 'state.json'}\n", encoding="utf-8"
     )
     assert synced_sizes(tmp_path) == {"other": 12}  # replaced by a file never synced
+
+
+def test_os_sync_syncs_every_file_as_it_stands(tmp_path: Path) -> None:
+    """``os.sync()`` names no file: no fail point, and every file of the run directory is
+    synced at the size it has then (a later write is not)."""
+
+    def body(root: Path) -> None:
+        (root / "state").mkdir()
+        (root / "journal.jsonl").write_bytes(b"one\n")
+        (root / "state" / "cursor").write_bytes(b"7")
+        os.sync()
+        with open(root / "journal.jsonl", "ab") as out:
+            out.write(b"two\n")
+
+    outcome = run_syncing(tmp_path, body)
+    assert isinstance(outcome, Completed), outcome
+    assert syncs(outcome.hits) == []
+    sizes = synced_sizes(tmp_path)
+    assert sizes["journal.jsonl"] == 4 and sizes["state/cursor"] == 1
+
+
+def test_a_file_opened_with_o_sync_counts_as_synced_as_it_grows(tmp_path: Path) -> None:
+    """Every write to a file opened with ``O_SYNC`` or ``O_DSYNC`` is synced before it
+    returns: whatever it holds when the power goes is on disk, renamed or not; a file opened
+    without them is not."""
+
+    def synced_opener(path: str, flags: int) -> int:
+        return os.open(path, flags | os.O_DSYNC)
+
+    def body(root: Path) -> None:
+        fd = os.open(root / "journal.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_SYNC)
+        try:
+            os.write(fd, b"one\n")
+        finally:
+            os.close(fd)
+        with open(root / "cursor.tmp", "wb", opener=synced_opener) as out:
+            out.write(b"7")
+        os.replace(root / "cursor.tmp", root / "cursor")
+        with open(root / "plain.txt", "wb") as out:
+            out.write(b"unsynced")
+
+    outcome = run_syncing(tmp_path, body)
+    assert isinstance(outcome, Completed), outcome
+    (tmp_path / "journal.jsonl").write_bytes(b"one\ntwo\n")  # a later synced write
+    assert synced_sizes(tmp_path) == {"journal.jsonl": 8, "cursor": 1}

@@ -50,7 +50,8 @@ __all__ = [
 ]
 
 _HARNESS_DIRS = ("journals", "logs")
-#: The log of the worker's syncs, one per process: ``<path>\t<size>`` per line.
+#: The log of the worker's syncs, one per process: ``<path>\t<size>`` per line (a rename
+#: ``>\t<old>\t<new>``, a file whose every write is synced ``=\t<path>``).
 SYNC_LOG = "logs/syncs-{pid}.tsv"
 
 
@@ -148,7 +149,7 @@ class FileLoss:
 def synced_sizes(root: Path) -> dict[str, int]:
     """The size of each agent file at the last sync any process of the case made of it
     (their sync logs, in the order of the lines of each); a file renamed since takes what was
-    synced under its old name."""
+    synced under its old name; a file opened with ``O_SYNC`` or ``O_DSYNC``, its size now."""
     sizes: dict[str, int] = {}
     lines: list[str] = []
     for log in sorted((root / "logs").glob("syncs-*.tsv")):
@@ -164,6 +165,7 @@ def synced_sizes(root: Path) -> dict[str, int]:
         except ValueError:
             return None
 
+    always: set[str] = set()  # opened with O_SYNC or O_DSYNC: every write synced
     for line in lines:
         if line.startswith(">\t"):  # renamed: what was synced under the old name moves
             _, old, new = line.split("\t", 2)
@@ -174,10 +176,24 @@ def synced_sizes(root: Path) -> dict[str, int]:
                     sizes.pop(to, None)
                 else:
                     sizes[to] = synced
+                if moved in always:
+                    always.discard(moved)
+                    always.add(to)
+                else:
+                    always.discard(to)
+            continue
+        if line.startswith("=\t"):
+            if (name := relative(line[2:])) is not None:
+                always.add(name)
             continue
         path, _, size = line.rpartition("\t")
         if path and size.isdigit() and (name := relative(path)) is not None:
             sizes[name] = int(size)
+    for name in always:
+        try:
+            sizes[name] = (top / name).stat().st_size
+        except OSError:
+            continue
     return sizes
 
 
