@@ -52,7 +52,7 @@ SQLITE_SUFFIXES = ("-wal", "-shm", "-journal")
 
 #: The real functions, once the hooks are installed (after a fork too: the child inherits
 #: them, and a later call only points the hooks at its own run directory).
-_original: dict[str, Callable[..., None]] = {}
+_original: dict[str, Callable[..., Any]] = {}
 
 
 def _nothing(relative: str) -> bool:
