@@ -518,5 +518,6 @@ def _coverage_gaps(report: ExplorationReport) -> list[str]:
         if report.unkilled
         else "",
         *(f"not checked: {line}" for line in report.unchecked),
+        *(f"{point}: {why}" for point, why in report.out_of_reach.items()),
     ]
     return [gap for gap in gaps if gap]
