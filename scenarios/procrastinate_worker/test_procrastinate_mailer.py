@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from scenarios.postgres_server import POSTGRES_BIN, postgres_server
-from scenarios.queue_scenarios import JOB, jobs, killed_at_b, skip_without
+from scenarios.queue_scenarios import JOB, jobs, killed_mid_job, skip_without
 
 pytestmark = skip_without("the procrastinate scenario", {
     "PostgreSQL (apt-get install postgresql)": POSTGRES_BIN,
@@ -43,14 +43,14 @@ def database() -> Iterator[str]:
         yield dsn
 
 
-@killed_at_b()
+@killed_mid_job()
 def test_stalled_jobs_retried_by_a_periodic_task_survive_a_kill(crashpoints, database):
     report = crashpoints.run(command=[sys.executable, MAILER, "retry-stalled", database],
                              messages=[JOB], ledger_view=jobs)
-    assert report.killed["B"]
+    assert report.killed["A"] and report.killed["B"] and report.killed["C"]
 
 
-@killed_at_b(expect=2)
+@killed_mid_job(expect=2)
 def test_procrastinates_default_leaves_a_killed_workers_job_doing(crashpoints, database):
     report = crashpoints.run(command=[sys.executable, MAILER, "default", database],
                              messages=[JOB], ledger_view=jobs)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from scenarios.queue_scenarios import JOB, jobs, killed_at_b, skip_without
+from scenarios.queue_scenarios import JOB, jobs, killed_mid_job, skip_without
 from scenarios.redis_server import REDIS, redis_server
 
 pytestmark = skip_without("the RQ scenario", {
@@ -39,14 +39,14 @@ def broker() -> Iterator[str]:
         yield f"unix://{socket}"
 
 
-@killed_at_b()
+@killed_mid_job()
 def test_a_job_with_retries_is_run_again_by_rq_and_parked(crashpoints, broker):
     report = crashpoints.run(command=[sys.executable, MAILER, "3", broker], messages=[JOB],
                              ledger_view=jobs)
-    assert report.killed["B"]
+    assert report.killed["A"] and report.killed["B"] and report.killed["C"]
 
 
-@killed_at_b(expect=2)
+@killed_mid_job(expect=2)
 def test_rqs_default_fails_an_abandoned_job_for_good(crashpoints, broker):
     report = crashpoints.run(command=[sys.executable, MAILER, "0", broker], messages=[JOB],
                              ledger_view=jobs)
