@@ -26,7 +26,8 @@ from pytest_crashpoints.servers import (
 from .test_worker import wait_gone
 
 needs_redis = pytest.mark.skipif(
-    find_redis_server() is None, reason="redis-server is not installed (apt-get install redis-server)"
+    find_redis_server() is None,
+    reason="redis-server is not installed (apt-get install redis-server)",
 )
 needs_postgres = pytest.mark.skipif(
     find_postgres_bin() is None, reason="PostgreSQL is not installed (apt-get install postgresql)"
@@ -83,7 +84,9 @@ def test_a_redis_left_by_a_test_process_killed_outright_dies_with_it(tmp_path: P
         f"    open({str(ready)!r}, 'w').write('ready')\n"
         "    time.sleep(600)  # killed by the test meanwhile\n"
     )
-    test_process = subprocess.Popen([sys.executable, "-c", script])
+    # Its temporary directory, which nothing removes once it is killed, under the test's.
+    test_process = subprocess.Popen([sys.executable, "-c", script],
+                                    env={**os.environ, "TMPDIR": str(tmp_path)})
     try:
         from tests.conftest import wait_until
 
@@ -170,7 +173,7 @@ def test_a_database_cloned_from_a_template_has_its_schema(postgres: PostgresServ
 @needs_postgres
 def test_postgresqls_refusals_and_bad_names_are_one_line(postgres: PostgresServer) -> None:
     postgres.create_database("taken")
-    with pytest.raises(ServerError, match='PostgreSQL refused .* database "taken" already exists'):
+    with pytest.raises(ServerError, match=r'PostgreSQL refused .* database "taken" already exists'):
         postgres.create_database("taken")
     for bad in ("has-dash", "1st", "x" * 64, 'quote"d'):
         with pytest.raises(HarnessUsageError, match="is not a database name this server makes"):
