@@ -1,6 +1,7 @@
-"""A server process of a test's own: started, waited for, stopped and reaped.
+"""A server process of a test's own: where it lives, started, waited for, stopped and reaped.
 
-:func:`start` runs a server's program with its output in a log file, killed with this process
+:func:`private_directory` is where it keeps its files and its socket; :func:`start` runs a
+server's program with its output in a log file, killed with this process
 (``PR_SET_PDEATHSIG`` on Linux: a test process killed outright leaves no server behind);
 :func:`wait_until` waits until it is ready (its Unix socket made, its own word), or says
 why not (it ended, or took too long) with the end of its log; :func:`stop` asks it to
@@ -10,21 +11,40 @@ stop and reaps it, killing it if it does not.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import subprocess
+import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from .._process import prctl
 from ..errors import ServerError
 
-__all__ = ["FAST_SHUTDOWN", "log_tail", "start", "stop", "wait_until"]
+__all__ = ["FAST_SHUTDOWN", "log_tail", "private_directory", "start", "stop", "wait_until"]
 
 #: Seconds between two looks at a server that is starting.
 POLL = 0.01
 #: PostgreSQL's fast shutdown: connections ended, no wait for clients to leave.
 FAST_SHUTDOWN = signal.SIGINT
+
+
+#: The longest path of a Unix socket a server makes in its directory (Linux allows 107 bytes),
+#: with room for the socket's own name.
+SOCKET_DIR_LIMIT = 80
+
+
+@contextlib.contextmanager
+def private_directory(prefix: str) -> Iterator[Path]:
+    """A new directory of this user's alone, removed with what it holds after the block: in
+    the temporary directory (``TMPDIR``), or in ``/tmp`` where that path is too long for a
+    Unix socket in it (a deep ``TMPDIR``, a test's own temporary directory)."""
+    where = tempfile.gettempdir()
+    if len(os.path.join(where, prefix + "x" * 8)) > SOCKET_DIR_LIMIT and os.path.isdir("/tmp"):
+        where = "/tmp"
+    with tempfile.TemporaryDirectory(prefix=prefix, dir=where) as folder:
+        yield Path(folder)
 
 
 def _dies_with_parent() -> None:

@@ -24,7 +24,6 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -167,8 +166,7 @@ def postgres_server(*, timeout: float = 60.0) -> Iterator[PostgresServer]:
             installed=False,
         )
     user = _run_as()
-    with tempfile.TemporaryDirectory(prefix="crashpoints-postgres-") as folder:
-        root = Path(folder)
+    with daemon.private_directory("crashpoints-postgres-") as root:
         data, sockets, log = root / "data", root / "sockets", root / "postgres.log"
         sockets.mkdir()
         log.touch()

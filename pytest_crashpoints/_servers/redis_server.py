@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -53,10 +52,10 @@ def redis_server(*, timeout: float = 10.0) -> Iterator[RedisServer]:
     program = find_redis_server()
     if program is None:
         raise ServerError(f"redis-server is not on PATH; {INSTALL}.", installed=False)
-    with tempfile.TemporaryDirectory(prefix="crashpoints-redis-") as folder:
-        socket, log = Path(folder) / "redis.sock", Path(folder) / "redis.log"
+    with daemon.private_directory("crashpoints-redis-") as folder:
+        socket, log = folder / "redis.sock", folder / "redis.log"
         argv = [program, "--port", "0", "--unixsocket", str(socket), "--unixsocketperm", "700",
-                "--save", "", "--appendonly", "no", "--dir", folder, "--daemonize", "no"]
+                "--save", "", "--appendonly", "no", "--dir", str(folder), "--daemonize", "no"]
         server = daemon.start(argv, log=log)
         try:
             daemon.wait_until(socket.exists, server, timeout=timeout, what="redis-server",

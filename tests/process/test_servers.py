@@ -5,10 +5,12 @@ database cloned from a template; what is refused, in one line."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -76,6 +78,8 @@ def test_a_private_redis_answers_on_its_socket_and_is_gone_after() -> None:
 
 @needs_redis
 def test_a_redis_left_by_a_test_process_killed_outright_dies_with_it(tmp_path: Path) -> None:
+    # Its temporary directory, which nothing removes once it is killed: one of the test's.
+    own_tmp = Path(tempfile.mkdtemp(prefix="crashpoints-test-", dir="/tmp"))
     ready = tmp_path / "ready"
     script = (
         "import time\n"
@@ -84,9 +88,8 @@ def test_a_redis_left_by_a_test_process_killed_outright_dies_with_it(tmp_path: P
         f"    open({str(ready)!r}, 'w').write('ready')\n"
         "    time.sleep(600)  # killed by the test meanwhile\n"
     )
-    # Its temporary directory, which nothing removes once it is killed, under the test's.
     test_process = subprocess.Popen([sys.executable, "-c", script],
-                                    env={**os.environ, "TMPDIR": str(tmp_path)})
+                                    env={**os.environ, "TMPDIR": str(own_tmp)})
     try:
         from tests.conftest import wait_until
 
@@ -98,7 +101,23 @@ def test_a_redis_left_by_a_test_process_killed_outright_dies_with_it(tmp_path: P
     finally:
         test_process.send_signal(signal.SIGKILL)
         test_process.wait(timeout=30)
-    assert wait_gone(server, timeout=30)
+    try:
+        assert wait_gone(server, timeout=30)
+    finally:
+        shutil.rmtree(own_tmp)
+
+
+def test_a_deep_temporary_directory_does_not_make_the_socket_path_too_long(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    if find_redis_server() is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server)")
+    with redis_server() as server:
+        assert _redis(server.socket, b"PING\r\n") == b"+PONG\r\n"
+        assert server.socket.parent.parent == Path("/tmp")
 
 
 def _parent(entry: Path) -> int:
