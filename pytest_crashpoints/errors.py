@@ -16,6 +16,8 @@ Every error descends from :class:`CrashpointsError` and says what went wrong and
     ├── DependencyError           a library a feature needs is missing, or of a version it does
     │                             not support (ImportError)
     └── HarnessError              the fault-injection harness could not do what was asked
+        ├── ServerError           a test's private server (redis-server, PostgreSQL) is not
+        │                         installed, or did not start
         ├── HarnessUsageError     a bad fault, timeout, clock move or authority change (ValueError)
         ├── WorkerNotPaused       a worker did not reach (or is not at) the gate being waited on
         └── UnknownTask           the authority store has no authority for that task (KeyError)
@@ -37,6 +39,7 @@ __all__ = [
     "ProviderRejected",
     "SchemaVersionError",
     "ScriptError",
+    "ServerError",
     "UnknownAttempt",
     "UnknownTask",
     "WorkerNotPaused",
@@ -151,6 +154,16 @@ class DependencyError(CrashpointsError, ImportError):
 
 class HarnessError(CrashpointsError):
     """The fault-injection harness could not do what was asked."""
+
+
+class ServerError(HarnessError):
+    """A test's private server (``pytest_crashpoints.servers``) could not run: its program is
+    not installed (``installed`` is false), or it did not start. The message says which, with
+    the end of the server's own log, and what to install or check."""
+
+    def __init__(self, message: str, *, installed: bool = True) -> None:
+        self.installed = installed
+        super().__init__(message)
 
 
 class HarnessUsageError(HarnessError, ValueError):

@@ -35,7 +35,10 @@ from ._plugin.options import DOCS_URL, SessionOptions, add_options, read_options
 from ._plugin.results import REPORT_ATTR, junit_properties
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from ._plugin.fixture import CrashpointsFixture
+    from .servers import PostgresServer, RedisServer
 
 MARKER_HELP = (
     "crashpoints(points='ABCDEF', *, providers=(), mode=None, max_examples=None, "
@@ -317,6 +320,37 @@ def crashpoints(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cras
             "messages=...), or drop the fixture).",
             pytrace=False,
         )
+
+
+@pytest.fixture
+def crashpoints_redis() -> Iterator[RedisServer]:
+    """A private ``redis-server`` for this test, on a Unix socket (``.url``, ``.socket``),
+    stopped after it; the test is skipped, saying what to install, where there is none."""
+    from .servers import redis_server
+
+    yield from _served(redis_server)
+
+
+@pytest.fixture(scope="session")
+def crashpoints_postgres() -> Iterator[PostgresServer]:
+    """A private PostgreSQL server for the session, on a Unix socket (``.dsn(database)``,
+    ``.create_database(name, template=...)``), stopped after it; the tests are skipped, saying
+    what to install, where there is none."""
+    from .servers import postgres_server
+
+    yield from _served(postgres_server)
+
+
+def _served(start: Callable[[], AbstractContextManager[Any]]) -> Iterator[Any]:
+    from .errors import ServerError
+
+    try:
+        with start() as server:
+            yield server
+    except ServerError as exc:
+        if exc.installed:
+            raise
+        pytest.skip(f"crashpoints: {exc}")
 
 
 @pytest.hookimpl(wrapper=True)

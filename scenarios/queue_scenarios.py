@@ -5,7 +5,7 @@ mailer's own four-column job table.
 
 - :data:`JOB`, the job each of them mails, and :func:`jobs`, the job table as the ledger the
   invariants read;
-- :func:`killed_at_b`, the marker they run under;
+- :func:`killed_mid_job`, the marker they run under;
 - :func:`skip_without`, the skip that says what to install.
 """
 
@@ -30,16 +30,18 @@ def jobs(ctx: Context) -> SQLiteLedgerView:
     return SQLiteLedgerView(ctx.env.path / "jobs.db", table="jobs", columns=columns, states=STATES)
 
 
-def killed_at_b(*, expect: int | None = None) -> pytest.MarkDecorator:
-    """Every kill at B (the mail sent, the worker not yet told): a real ``SIGKILL`` of the
-    worker's process, on the processes engine, since the queue keeps its state in its own
-    server, outside the case's run directory. ``timeout=60``: a queue's worker starts slower
-    than a function; ``strict_coverage=False``: the mailer's four columns cannot show request
-    ids, owners or arguments (the summary lists what was not checked). ``expect``: the
-    invariant a worker that is wrong must be caught by."""
+def killed_mid_job(*, expect: int | None = None) -> pytest.MarkDecorator:
+    """Every kill of the worker's process mid-job, a real ``SIGKILL``: at A (its ``pending``
+    row committed, the mail not sent: the automatic A of a Python program's commits), B (the
+    mail sent, the worker not yet told) and C (told, its row not yet marked); for a worker
+    that is wrong (``expect``: the invariant it must be caught by), at B, where it is. On the
+    processes engine, since the queue keeps its state in its own server, outside the case's
+    run directory. ``timeout=60``: a queue's worker starts slower than a function;
+    ``strict_coverage=False``: the mailer's four columns cannot show request ids, owners or
+    arguments (the summary lists what was not checked)."""
     return pytest.mark.crashpoints(
-        points="B", providers=["email"], mode="exhaustive", timeout=60, engine="processes",
-        strict_coverage=False, expect=expect,
+        points="B" if expect else "ABC", providers=["email"], mode="exhaustive", timeout=60,
+        engine="processes", strict_coverage=False, expect=expect,
     )
 
 

@@ -260,6 +260,13 @@ def _counted(present: Sequence[tuple[int, Report]], runs: Sequence[Report]) -> R
         for point in run.get("killed") or []:
             killed[point] = killed.get(point, 0) + 1
     tests = [test for _, test in present]
+    unreached = [p for p in declared if not reached.get(p)]
+    unkilled = [
+        p for p in declared if p not in COVERAGE_KINDS and reached.get(p) and not killed.get(p)
+    ]
+    # A shard says why a point it left unreached or unkilled was out of reach; the union
+    # keeps those the merge leaves so too.
+    reasons = {p: why for test in tests for p, why in (test.get("out_of_reach") or {}).items()}
     return {
         "cases": len(runs),
         "schedules": list(runs),
@@ -269,10 +276,11 @@ def _counted(present: Sequence[tuple[int, Report]], runs: Sequence[Report]) -> R
             for point in sorted(set(declared) | set(reached))
         },
         "recovered": sum(1 for run in runs if run.get("killed") and run["verdict"] == "passed"),
-        "unreached": [p for p in declared if not reached.get(p)],
-        "unkilled": [
-            p for p in declared if p not in COVERAGE_KINDS and reached.get(p) and not killed.get(p)
-        ],
+        "unreached": unreached,
+        "unkilled": unkilled,
+        "out_of_reach": {
+            p: why for p, why in reasons.items() if p in unreached or p in unkilled
+        },
         "unchecked": list(_union(test.get("unchecked") or [] for test in tests)),
         "not_applicable": list(_union(test.get("not_applicable") or [] for test in tests)),
         "differences": _distinct(d for test in tests for d in test.get("differences") or []),

@@ -115,6 +115,7 @@ __all__ = [
     "Pause",
     "Raise",
     "Stop",
+    "Plan",
     "automatic_crashpoint",
     "crashpoint",
     "crashpoint_context",
@@ -243,6 +244,14 @@ class Channel(Protocol):
     def fileno(self) -> int: ...
 
 
+class Plan(Protocol):
+    """What an armed process's fail point calls go to: the plan of faults a harness worker
+    is armed with (:func:`install`), or a program's line to the worker that started it
+    (``remote.py``)."""
+
+    def hit(self, name: str, context: dict[str, object], *, defer: bool) -> None: ...
+
+
 @dataclasses.dataclass
 class _Pending:
     fault_index: int
@@ -346,8 +355,8 @@ class _Armed:
 def _kill_this_process() -> None:
     """SIGKILL this process and, when it leads its process group (every harness worker
     does), the whole group in the same call: a program the worker runs (a command, see
-    ``protocol.py``) is killed before this process's sockets close, so it never sees its
-    answer's connection drop and runs on for a moment."""
+    ``_harness/case/bridge.py``) is killed before this process's sockets close, so it never
+    sees its answer's connection drop and runs on for a moment."""
     me = os.getpid()
     with contextlib.suppress(OSError):
         if os.getpgid(0) == me:
@@ -372,7 +381,7 @@ class _SinceLastRequest:
 
 since_last_request = _SinceLastRequest()
 
-_armed: _Armed | None = None
+_armed: Plan | None = None
 _context: contextvars.ContextVar[Mapping[str, object]] = contextvars.ContextVar(
     "crashpoints_context", default=types.MappingProxyType({})
 )
@@ -452,6 +461,13 @@ def install(
     global _armed
     _armed = _Armed(faults, channel, on_hit=on_hit)
     return _armed
+
+
+def install_plan(plan: Plan) -> None:
+    """Send this process's fail point calls to ``plan`` (a program's line to the harness
+    worker that started it, ``remote.py``)."""
+    global _armed
+    _armed = plan
 
 
 def uninstall() -> None:

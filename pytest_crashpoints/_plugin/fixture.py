@@ -518,5 +518,14 @@ def _coverage_gaps(report: ExplorationReport) -> list[str]:
         if report.unkilled
         else "",
         *(f"not checked: {line}" for line in report.unchecked),
+        *(f"{', '.join(points)}: {why}" for why, points in _by_reason(report.out_of_reach)),
     ]
     return [gap for gap in gaps if gap]
+
+
+def _by_reason(reasons: Mapping[str, str]) -> list[tuple[str, list[str]]]:
+    """Points by the reason they share, in the order first given."""
+    grouped: dict[str, list[str]] = {}
+    for point, why in reasons.items():
+        grouped.setdefault(why, []).append(point)
+    return list(grouped.items())

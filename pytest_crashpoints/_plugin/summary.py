@@ -119,6 +119,11 @@ def _result_lines(result: Mapping[str, Any]) -> list[str]:
             f"NEVER KILLED in {result['nodeid']}: {', '.join(result['unkilled'])} "
             "(reached, but no kill scheduled there took effect)"
         )
+    if result.get("out_of_reach") and not result.get("failure"):
+        lines += [
+            f"OUT OF REACH in {result['nodeid']}: {', '.join(points)}: {why}"
+            for why, points in _grouped(result["out_of_reach"]).items()
+        ]
     if result.get("not_applicable") and not result.get("failure"):
         lines.append(
             f"NOT APPLICABLE in {result['nodeid']} (left out: a point its recovery never "
@@ -142,6 +147,14 @@ def _result_lines(result: Mapping[str, Any]) -> list[str]:
     if failure and verdict_of(result) == "failed":
         lines.append(f"replay {result['nodeid']}: {failure['replay_command']}")
     return lines
+
+
+def _grouped(reasons: Mapping[str, str]) -> dict[str, list[str]]:
+    """Points by the reason they share, in the order first given."""
+    grouped: dict[str, list[str]] = {}
+    for point, why in reasons.items():
+        grouped.setdefault(why, []).append(point)
+    return grouped
 
 
 def schedule_lines(

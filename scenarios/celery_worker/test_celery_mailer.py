@@ -9,6 +9,10 @@ The task that sends, then marks its row sent is not idempotent: redelivered afte
 B, it sends the mail again, caught by invariant 1 from the email provider's own journal. The
 task that parks a job it finds half done passes every kill and every lost answer.
 
+The worker is a Python program, so its commits are fail points (as a Python worker's are):
+the fix is also killed at A (its ``pending`` row committed, the mail not sent) and at C (the
+answer in, the row not yet marked).
+
 The broker's state lives in ``redis-server``, outside the case's run directory: these tests
 run on the processes engine (every schedule from scratch, every kill real). Skipped where
 ``redis-server`` or Celery is missing (CI installs both).
@@ -16,16 +20,15 @@ run on the processes engine (every schedule from scratch, every kill real). Skip
 
 import importlib.util
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from scenarios.queue_scenarios import JOB, jobs, killed_at_b, skip_without
-from scenarios.redis_server import REDIS, redis_server
+from pytest_crashpoints.servers import RedisServer, find_redis_server
+from scenarios.queue_scenarios import JOB, jobs, killed_mid_job, skip_without
 
 pytestmark = skip_without("the Celery scenario", {
-    "redis-server (apt-get install redis-server)": REDIS,
+    "redis-server (apt-get install redis-server)": find_redis_server(),
     "celery[redis] (pip install 'celery[redis]')": importlib.util.find_spec("celery"),
     "redis (pip install redis)": importlib.util.find_spec("redis"),
 })
@@ -34,23 +37,22 @@ MAILER = str(Path(__file__).with_name("mailer.py"))
 
 
 @pytest.fixture
-def broker() -> Iterator[str]:
-    """A private ``redis-server`` on a Unix socket for one test, stopped and reaped after."""
-    with redis_server() as socket:
-        yield f"redis+socket://{socket}"
+def broker(crashpoints_redis: RedisServer) -> str:
+    """A private ``redis-server`` for one test (the plugin's fixture), as kombu's URL."""
+    return f"redis+socket://{crashpoints_redis.socket}"
 
 
-@killed_at_b()
+@killed_mid_job()
 def test_a_task_that_parks_a_half_done_job_survives_redelivery(crashpoints, broker):
     report = crashpoints.run(
         command=[sys.executable, MAILER, "parks-the-ambiguous", broker],
         messages=[JOB],
         ledger_view=jobs,
     )
-    assert report.killed["B"]
+    assert report.killed["A"] and report.killed["B"] and report.killed["C"]
 
 
-@killed_at_b(expect=1)
+@killed_mid_job(expect=1)
 def test_a_task_that_is_not_idempotent_mails_twice_on_redelivery(crashpoints, broker):
     report = crashpoints.run(
         command=[sys.executable, MAILER, "sends-then-marks", broker],

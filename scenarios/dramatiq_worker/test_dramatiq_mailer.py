@@ -7,22 +7,25 @@ on the queue (its heartbeat ran out), not because the harness says so: at least 
 The actor that sends, then marks its row sent is not idempotent: run again after a kill at B,
 it mails twice (invariant 1). The actor that parks a job it finds half done passes.
 
+The worker is a Python program, so its commits are fail points (as a Python worker's are):
+the fix is also killed at A (its ``pending`` row committed, the mail not sent) and at C (the
+answer in, the row not yet marked).
+
 The broker's state lives in ``redis-server``: these tests run on the processes engine. Skipped
 where ``redis-server`` or Dramatiq is missing (CI installs both).
 """
 
 import importlib.util
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from scenarios.queue_scenarios import JOB, jobs, killed_at_b, skip_without
-from scenarios.redis_server import REDIS, redis_server
+from pytest_crashpoints.servers import RedisServer, find_redis_server
+from scenarios.queue_scenarios import JOB, jobs, killed_mid_job, skip_without
 
 pytestmark = skip_without("the Dramatiq scenario", {
-    "redis-server (apt-get install redis-server)": REDIS,
+    "redis-server (apt-get install redis-server)": find_redis_server(),
     "dramatiq[redis] (pip install 'dramatiq[redis]')": importlib.util.find_spec("dramatiq"),
 })
 
@@ -30,19 +33,19 @@ MAILER = str(Path(__file__).with_name("mailer.py"))
 
 
 @pytest.fixture
-def broker() -> Iterator[str]:
-    with redis_server() as socket:
-        yield f"unix://{socket}"
+def broker(crashpoints_redis: RedisServer) -> str:
+    """A private ``redis-server`` for one test (the plugin's fixture), as Dramatiq's URL."""
+    return crashpoints_redis.url
 
 
-@killed_at_b()
+@killed_mid_job()
 def test_an_actor_that_parks_a_half_done_job_survives_redelivery(crashpoints, broker):
     report = crashpoints.run(command=[sys.executable, MAILER, "parks-the-ambiguous", broker],
                              messages=[JOB], ledger_view=jobs)
-    assert report.killed["B"]
+    assert report.killed["A"] and report.killed["B"] and report.killed["C"]
 
 
-@killed_at_b(expect=1)
+@killed_mid_job(expect=1)
 def test_an_actor_that_is_not_idempotent_mails_twice_on_redelivery(crashpoints, broker):
     report = crashpoints.run(command=[sys.executable, MAILER, "sends-then-marks", broker],
                              messages=[JOB], ledger_view=jobs)

@@ -8,6 +8,10 @@ restarted worker finds nothing to do, and the mailer's row stays ``pending`` for
 task that retries stalled jobs (procrastinate's ``get_stalled_jobs`` and ``retry_job``): the
 job runs again, finds its row and is parked. It passes.
 
+The worker is a Python program, so its commits are fail points (as a Python worker's are):
+the fix is also killed at A (its ``pending`` row committed, the mail not sent) and at C (the
+answer in, the row not yet marked).
+
 The jobs live in a private PostgreSQL server (one for the module, on a Unix socket), outside
 the case's run directory: these tests run on the processes engine, each case's queue named
 for its run directory. Skipped where PostgreSQL or procrastinate is missing (CI installs both).
@@ -15,16 +19,15 @@ for its run directory. Skipped where PostgreSQL or procrastinate is missing (CI 
 
 import importlib.util
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from scenarios.postgres_server import POSTGRES_BIN, postgres_server
-from scenarios.queue_scenarios import JOB, jobs, killed_at_b, skip_without
+from pytest_crashpoints.servers import PostgresServer, find_postgres_bin
+from scenarios.queue_scenarios import JOB, jobs, killed_mid_job, skip_without
 
 pytestmark = skip_without("the procrastinate scenario", {
-    "PostgreSQL (apt-get install postgresql)": POSTGRES_BIN,
+    "PostgreSQL (apt-get install postgresql)": find_postgres_bin(),
     "procrastinate (pip install procrastinate)": importlib.util.find_spec("procrastinate"),
 })
 
@@ -32,25 +35,26 @@ MAILER = str(Path(__file__).with_name("mailer.py"))
 
 
 @pytest.fixture(scope="module")
-def database() -> Iterator[str]:
-    """A private PostgreSQL with procrastinate's schema, for the tests of this module."""
+def database(crashpoints_postgres: PostgresServer) -> str:
+    """A database with procrastinate's schema in the session's private PostgreSQL (the
+    plugin's fixture), for the tests of this module."""
     import procrastinate
 
-    with postgres_server() as dsn:
-        app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=dsn))
-        with app.open():
-            app.schema_manager.apply_schema()
-        yield dsn
+    dsn = crashpoints_postgres.create_database("procrastinate_mailer")
+    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=dsn))
+    with app.open():
+        app.schema_manager.apply_schema()
+    return dsn
 
 
-@killed_at_b()
+@killed_mid_job()
 def test_stalled_jobs_retried_by_a_periodic_task_survive_a_kill(crashpoints, database):
     report = crashpoints.run(command=[sys.executable, MAILER, "retry-stalled", database],
                              messages=[JOB], ledger_view=jobs)
-    assert report.killed["B"]
+    assert report.killed["A"] and report.killed["B"] and report.killed["C"]
 
 
-@killed_at_b(expect=2)
+@killed_mid_job(expect=2)
 def test_procrastinates_default_leaves_a_killed_workers_job_doing(crashpoints, database):
     report = crashpoints.run(command=[sys.executable, MAILER, "default", database],
                              messages=[JOB], ledger_view=jobs)

@@ -10,6 +10,10 @@ is RQ's decision, observed: its maintenance finds the job abandoned in the
 - ``Retry(max=3)``: RQ runs the job again; the mailer finds its ``pending`` row and parks the
   job for review instead of mailing twice. It passes.
 
+The worker is a Python program, so its commits are fail points (as a Python worker's are):
+the fix is also killed at A (its ``pending`` row committed, the mail not sent) and at C (the
+answer in, the row not yet marked).
+
 The broker's state lives in ``redis-server``, outside the case's run directory: these tests
 run on the processes engine (every schedule from scratch, every kill real). Skipped where
 ``redis-server`` or RQ is missing (CI installs both).
@@ -17,16 +21,15 @@ run on the processes engine (every schedule from scratch, every kill real). Skip
 
 import importlib.util
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from scenarios.queue_scenarios import JOB, jobs, killed_at_b, skip_without
-from scenarios.redis_server import REDIS, redis_server
+from pytest_crashpoints.servers import RedisServer, find_redis_server
+from scenarios.queue_scenarios import JOB, jobs, killed_mid_job, skip_without
 
 pytestmark = skip_without("the RQ scenario", {
-    "redis-server (apt-get install redis-server)": REDIS,
+    "redis-server (apt-get install redis-server)": find_redis_server(),
     "rq (pip install rq)": importlib.util.find_spec("rq"),
 })
 
@@ -34,19 +37,19 @@ MAILER = str(Path(__file__).with_name("mailer.py"))
 
 
 @pytest.fixture
-def broker() -> Iterator[str]:
-    with redis_server() as socket:
-        yield f"unix://{socket}"
+def broker(crashpoints_redis: RedisServer) -> str:
+    """A private ``redis-server`` for one test (the plugin's fixture), as RQ's URL."""
+    return crashpoints_redis.url
 
 
-@killed_at_b()
+@killed_mid_job()
 def test_a_job_with_retries_is_run_again_by_rq_and_parked(crashpoints, broker):
     report = crashpoints.run(command=[sys.executable, MAILER, "3", broker], messages=[JOB],
                              ledger_view=jobs)
-    assert report.killed["B"]
+    assert report.killed["A"] and report.killed["B"] and report.killed["C"]
 
 
-@killed_at_b(expect=2)
+@killed_mid_job(expect=2)
 def test_rqs_default_fails_an_abandoned_job_for_good(crashpoints, broker):
     report = crashpoints.run(command=[sys.executable, MAILER, "0", broker], messages=[JOB],
                              ledger_view=jobs)

@@ -291,6 +291,12 @@ REACH = [
     ("broken/test_django_mailer.py", "", ("django", "aiosmtpd"), {
         "test_a_job_sent_then_marked_is_sent_twice": "caught",
     }),
+    ("stdin_mailer/test_stdin_mailer.py", "", (), {
+        "test_a_job_survives_kills_power_loss_and_failed_commits": "passed",
+        "test_a_failed_commit_then_a_kill_is_survived_too": "passed",
+        "test_a_pending_row_not_synced_is_lost_with_the_power_and_sent_again": "caught",
+        "test_a_failed_commit_logged_then_sent_and_killed_is_sent_twice": "caught",
+    }),
     ("test_intent_charger.py", "default_sync", ("stripe",), {
         "test_with_sqlites_default_sync_the_pending_row_survives": "passed",
     }),
@@ -313,11 +319,11 @@ def test_queue_engine_and_storage_scenarios_pass_and_their_broken_twins_are_caug
     import importlib.util
     import shutil
 
-    from scenarios.postgres_server import POSTGRES_BIN
+    from pytest_crashpoints.servers import find_postgres_bin
 
     def there(what: str) -> bool:
         if what == "initdb":
-            return POSTGRES_BIN is not None
+            return find_postgres_bin() is not None
         if what == "dbos-sqlite":
             # DBOS on Python 3.12+ writes its system database with unixepoch('subsec'),
             # which SQLite has from 3.42 on: with an older SQLite, DBOS.launch() fails.

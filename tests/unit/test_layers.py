@@ -29,6 +29,9 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "pytest_crashpoints.ledger": ("pytest_crashpoints._agent",),
     "fake_providers": ("pytest_crashpoints.ledger",),
     "pytest_crashpoints._process": ("pytest_crashpoints._inject",),
+    # A test's private servers (Redis, PostgreSQL), and their public names.
+    "pytest_crashpoints._servers": ("pytest_crashpoints._process",),
+    "pytest_crashpoints.servers": ("pytest_crashpoints._servers",),
     # The harness, by job: a case's files, then the verdict on them, then one case, then the
     # search over many.
     "pytest_crashpoints._harness.storage": (
@@ -42,7 +45,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "pytest_crashpoints._harness": ("pytest_crashpoints._harness.search",),
     "pytest_crashpoints.harness": ("pytest_crashpoints._harness",),
     "pytest_crashpoints._plugin": ("pytest_crashpoints._harness",),
-    "pytest_crashpoints.plugin": ("pytest_crashpoints._plugin",),
+    "pytest_crashpoints.plugin": ("pytest_crashpoints._plugin", "pytest_crashpoints.servers"),
     "pytest_crashpoints._cli": ("pytest_crashpoints._plugin",),
     "pytest_crashpoints.cli": ("pytest_crashpoints._cli",),
     # The package's __init__ re-exports (lazily) from every layer: it is the top.
@@ -51,6 +54,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "pytest_crashpoints.ledger",
         "pytest_crashpoints.plugin",
         "pytest_crashpoints.cli",
+        "pytest_crashpoints.servers",
     ),
 }
 

@@ -23,6 +23,7 @@ PUBLIC_MODULES = (
     "pytest_crashpoints.harness",
     "pytest_crashpoints.ledger",
     "pytest_crashpoints.mcp",
+    "pytest_crashpoints.servers",
 )
 
 

@@ -13,10 +13,15 @@ schedule's faults, counted, killed, paused, timed out. That process is the *brid
 
    ``CRASHPOINTS_URL`` (the protocol), ``CRASHPOINTS_<PROVIDER>_URL`` (the relays),
    ``CRASHPOINTS_<PROVIDER>_KEY`` (this process's keys), ``CRASHPOINTS_RUN_DIR``,
-   ``CRASHPOINTS_PROCESS``, ``CRASHPOINTS_TASK_ID``, ``CRASHPOINTS_NOW`` (harness seconds);
-3. serves both until the command exits: exit status 0 is a completed worker; anything else
-   raises :class:`~pytest_crashpoints.errors.CommandFailed` (as a Python worker that raises:
-   the message stays unacknowledged), with the end of its standard error.
+   ``CRASHPOINTS_PROCESS``, ``CRASHPOINTS_TASK_ID``, ``CRASHPOINTS_NOW`` (harness seconds),
+   and a ``PYTHONPATH`` that gives every Python process of the command the hooks a Python
+   worker has in its own process (``program_hooks.py``: its commits, syncs and own fail
+   points, forwarded here);
+3. serves both until the command exits: exit status 0 is a completed worker (the message
+   acknowledged); anything else, or a line of its standard output that begins with the word
+   ``nack``, raises :class:`~pytest_crashpoints.errors.CommandFailed` (as a Python worker
+   that raises: the message stays unacknowledged, and is delivered again), with the end of
+   its standard error or the line.
 
 A kill at a fail point kills the bridge with its process group, the command included, while
 the command waits for an answer (from the protocol, or from a relay at B).
@@ -28,15 +33,25 @@ import dataclasses
 import json
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from ...errors import CommandFailed, HarnessUsageError
 from .context import CaseEnv, Context
 
-__all__ = ["CommandRecovery", "CommandWorker", "command_output", "command_env"]
+__all__ = [
+    "CommandRecovery",
+    "CommandWorker",
+    "command_env",
+    "command_output",
+    "expanded",
+    "nacked",
+]
 
 #: Lines of a command's output the timeline shows, per stream.
 OUTPUT_LINES = 3
+#: The word that begins a line of a command's standard output that says "not done".
+NACK = "nack"
 #: The largest message also passed in ``CRASHPOINTS_MESSAGE`` (an environment variable
 #: holds at most 128 KiB on Linux); a larger one is on standard input only.
 ENV_MESSAGE_LIMIT = 64 * 1024
@@ -63,7 +78,9 @@ class CommandWorker:
     """A worker that runs ``argv`` for each message (see the module docstring).
 
     ``cwd`` is the command's working directory (default: the test's); ``env`` adds
-    variables to its environment. Raises :class:`HarnessUsageError` for an empty command or
+    variables to its environment, whose values may name the variables the harness gives the
+    process (``{"MAIL_API_URL": "${CRASHPOINTS_EMAIL_URL}"}``: a program's own names for
+    them, each process's values). Raises :class:`HarnessUsageError` for an empty command or
     a program that is not found.
     """
 
@@ -127,6 +144,8 @@ def command_env(ctx: Context, *, protocol: str, relays: Mapping[str, str]) -> di
     env = ctx.sdk_env()
     for name, url in relays.items():
         env[f"CRASHPOINTS_{_env_name(name)}_URL"] = url
+        if ctx.env.spec(name).is_model:  # what the SDKs read: the relay too, not the server
+            env["OPENAI_BASE_URL"], env["ANTHROPIC_BASE_URL"] = url + "/v1", url
         if url.startswith("smtp://"):  # a mail relay: its host and port too
             host, _, port = url[len("smtp://"):].partition(":")
             env[f"CRASHPOINTS_{_env_name(name)}_HOST"] = host
@@ -134,6 +153,15 @@ def command_env(ctx: Context, *, protocol: str, relays: Mapping[str, str]) -> di
     env["CRASHPOINTS_URL"] = protocol
     env["CRASHPOINTS_NOW"] = repr(ctx.now())
     return env
+
+
+def expanded(extra: Mapping[str, str], given: Mapping[str, str]) -> dict[str, str]:
+    """``extra`` (a command's own variables) with each ``${NAME}`` or ``$NAME`` of a variable
+    the harness gives the process (``given``) replaced by its value; anything else is left
+    as it is (``$$`` is one ``$``)."""
+    import string
+
+    return {name: string.Template(value).safe_substitute(given) for name, value in extra.items()}
 
 
 def run_bridge(
@@ -151,6 +179,7 @@ def run_bridge(
 
     from ..._process.program import describe_exit, start_command, tail
     from .failpoint_server import FailpointServer
+    from .program_hooks import hook_variables
     from .relay import Relay
     from .smtp_relay import SmtpRelay
 
@@ -184,17 +213,17 @@ def run_bridge(
             for spec in env_.providers
             if spec.speaks_smtp
         }
-        variables = dict(os.environ)
-        variables.update(extra or {})
-        variables.update(
-            command_env(
-                ctx, protocol=protocol.url,
-                relays={
-                    **{n: r.url for n, r in relays.items()},
-                    **{n: r.url for n, r in mail_relays.items()},
-                },
-            )
+        given = command_env(
+            ctx, protocol=protocol.url,
+            relays={
+                **{n: r.url for n, r in relays.items()},
+                **{n: r.url for n, r in mail_relays.items()},
+            },
         )
+        variables = dict(os.environ)
+        variables.update(expanded(extra or {}, given))
+        variables.update(given)
+        variables.update(hook_variables(env_, variables))
         stdin = None
         if message is not None:
             text = message_json(message)
@@ -220,7 +249,27 @@ def run_bridge(
         lines, _ = tail(logs / f"{who}.stderr", OUTPUT_LINES)
         said = f"; its stderr ends: {' | '.join(lines)}" if lines else "; its stderr is empty"
         raise CommandFailed(f"the command {' '.join(argv)} {describe_exit(code)}{said}")
+    said_nack = nacked(logs / f"{who}.stdout") if message is not None else None
+    if said_nack is not None:
+        raise CommandFailed(
+            f"the command {' '.join(argv)} exited with status 0 but printed {said_nack!r}: "
+            "the message is not done, and is delivered again"
+        )
     return {"exit": 0}
+
+
+def nacked(stdout: Path) -> str | None:
+    """The first line of a command's standard output that says its message is not done
+    (``nack``, alone or followed by a space and anything: ``nack job-7``), if any."""
+    try:
+        with open(stdout, encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                text = line.rstrip("\r\n")
+                if text == NACK or text.startswith(NACK + " "):
+                    return text[:200]
+    except OSError:
+        return None
+    return None
 
 
 def command_output(env: CaseEnv, who: str) -> list[str]:

@@ -1,6 +1,6 @@
 """The fail-point protocol: fail points for a program in any language, over loopback HTTP.
 
-A worker the harness runs as a command (see ``command.py``) marks a fail point with one
+A worker the harness runs as a command (see ``bridge.py``) marks a fail point with one
 request, and waits for the answer before it goes on::
 
     POST $CRASHPOINTS_URL/failpoint/{name}        body: nothing, or a JSON object (the context)
@@ -13,7 +13,14 @@ command and is armed with the schedule's faults. Each request calls ``crashpoint
 - a kill: no answer, ever. The bridge is SIGKILLed with its process group, which holds the
   command: the caller dies waiting, as a Python worker dies inside ``crashpoint()``;
 - a pause: the answer waits until the harness releases the gate, then ``200 continue``;
-- a raise: ``500 {"action": "raise", "error": "..."}``: the caller should throw.
+- a raise: ``500 {"action": "raise", "error": "Type: message", "type": "module.Type",
+  "message": "..."}``: the caller should throw (a Python program, that class).
+
+``POST $CRASHPOINTS_URL/failpoint/{name}?deferred=1`` counts the call now and holds its action
+until the bridge's next fail point (the wire's C, for a program that fires it itself). A call of
+``db.committed`` (a program's durable commit, made) marks the bridge as having committed since
+its last write request: the next write a relay forwards gets the automatic A there
+(``_inject/wire.py``), as a Python worker's next write does.
 
 A ``C`` deferred at the bridge's relay (``relay.py``) fires at the bridge's next fail point:
 the command's next request here, or the next answer it gets from a provider.
@@ -47,7 +54,12 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from ..._inject.failpoints import crashpoint
+from ..._inject.failpoints import (
+    COMMIT_POINTS,
+    crashpoint,
+    crashpoint_deferred,
+    since_last_request,
+)
 from ...errors import CrashpointsError
 
 if TYPE_CHECKING:
@@ -118,12 +130,13 @@ class _Protocol:
     def __call__(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
         if request.method == "POST":
-            return self._failpoint(path, request.content)
+            deferred = request.url.params.get("deferred") == "1"
+            return self._failpoint(path, request.content, deferred=deferred)
         if request.method == "GET":
             return self._read(path)
         return _error(405, f"no such endpoint: {request.method} {path}")
 
-    def _failpoint(self, path: str, body: bytes) -> httpx.Response:
+    def _failpoint(self, path: str, body: bytes, *, deferred: bool) -> httpx.Response:
         if not path.startswith("/failpoint/"):
             return _error(404, f"no such endpoint: POST {path}; POST /failpoint/{{name}}")
         name = urllib.parse.unquote(path[len("/failpoint/") :])
@@ -132,10 +145,21 @@ class _Protocol:
         context, problem = _context(body)
         if problem:
             return _error(400, problem)
+        if name == COMMIT_POINTS[1]:
+            # The program committed: its next write request, which the relay forwards from
+            # this process, gets the automatic A (``wire.py``), as a Python worker's does.
+            since_last_request.committed = True
         try:
-            crashpoint(name, **context)  # a kill never returns; a pause returns when released
+            # A kill never returns; a pause returns when released.
+            (crashpoint_deferred if deferred else crashpoint)(name, **context)
         except Exception as exc:
-            return _json(500, {"action": "raise", "error": f"{type(exc).__name__}: {exc}"})
+            kind = type(exc)
+            return _json(500, {
+                "action": "raise",
+                "error": f"{kind.__name__}: {exc}",
+                "type": f"{kind.__module__}.{kind.__qualname__}",
+                "message": str(exc),
+            })
         return _json(200, {"action": "continue", "now": self.now()})
 
     def _read(self, path: str) -> httpx.Response:

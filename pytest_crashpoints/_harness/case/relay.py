@@ -2,7 +2,7 @@
 
 A case's loopback servers write a preamble line before each answer to a process of the case
 (``_inject/wire.py``); a Python worker's hooked sockets strip it and fire B and C. A program in
-another language would choke on it. So the bridge that runs a command (``command.py``) puts a
+another language would choke on it. So the bridge that runs a command (``bridge.py``) puts a
 :class:`Relay` in front of each provider and gives the command the relay's address as the
 provider's: a transparent HTTP forwarder that sends the command's request (method, path,
 query, headers, the command's own key, body) on to the provider's server with

@@ -96,6 +96,9 @@ class CaseResult:
     #: How many times the case was run again because a process of it timed out (each time
     #: with a longer deadline): this result is the last run's.
     timeout_reruns: int = 0
+    #: For a worker that is a command: why its deliveries got no hooks at their commits
+    #: (``""``: they did, or the worker is a Python function).
+    unhooked: str = ""
 
     @property
     def passed(self) -> bool:
@@ -454,4 +457,5 @@ def verdict(
         generations=_generations(evidence.requests),
         model_calls=len(ending.model_calls),
         model_reasks=sum(1 for c in ending.model_calls if c.asked),
+        unhooked=run.unhooked(),
     )

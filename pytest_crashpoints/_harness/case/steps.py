@@ -44,6 +44,7 @@ from ..verdict.history import History
 from . import schedule
 from .bridge import CommandWorker, command_output
 from .context import CaseEnv, Context
+from .program_hooks import hooks_of, unhooked_reason
 from .scenario import Recovery, Scenario, WorkerFn
 from .schedule import COMMIT_ERRORS, between_calls
 from .world import World
@@ -451,7 +452,7 @@ class CaseRun:
             self.delivery_between[index] = between_calls(hits)
             self.delivery_lossy[index] = tuple(sorted(lossy_databases(hits).items()))
             if self.fault_free:
-                self.delivery_lossy[index] += self._unsynced_files()
+                self.delivery_lossy[index] += self._unsynced_files(who)
         self._record(who, outcome, kill)
         if power_loss and before is not None:
             self._lose_power(who, outcome, before)
@@ -471,10 +472,10 @@ class CaseRun:
             self._fresh_context()
             return Backup.take(self.env.path)
 
-    def _unsynced_files(self) -> tuple[tuple[str, str], ...]:
+    def _unsynced_files(self, who: str) -> tuple[tuple[str, str], ...]:
         """The agent's files (not SQLite's) that hold more than their last sync (by size; a
         file never synced counts): a power loss would take something from them."""
-        if not self._python_worker():
+        if not self._syncs_seen(who):
             return ()
         synced = synced_sizes(self.env.path)
         out = []
@@ -487,10 +488,21 @@ class CaseRun:
                 out.append((relative, "file"))
         return tuple(out)
 
-    def _python_worker(self) -> bool:
-        """Whether the worker runs Python in its process (its syncs are seen)."""
+    def unhooked(self) -> str:
+        """For a worker that is a command: why its deliveries ran no Python with the
+        harness's hooks (``""``: one did, or the worker is a Python function)."""
+        if not isinstance(self.scenario.worker, CommandWorker) or not self.deliveries:
+            return ""
+        logs = self.env.run_dir.logs
+        reasons = [unhooked_reason(hooks_of(logs, who)) for who in self.deliveries]
+        return "" if not all(reasons) else reasons[0]
 
-        return not isinstance(self.scenario.worker, CommandWorker)
+    def _syncs_seen(self, who: str) -> bool:
+        """Whether process ``who``'s syncs are seen: a Python worker, or a command whose
+        Python ran with the harness's hooks (``program_hooks.py``)."""
+        if not isinstance(self.scenario.worker, CommandWorker):
+            return True
+        return any(line.get("hooked") is True for line in hooks_of(self.env.run_dir.logs, who))
 
     def _restore_backup(self, who: str, index: int, outcome: object, before: Backup) -> None:
         """After a kill: the agent's files put back from the backup taken before this
@@ -516,13 +528,13 @@ class CaseRun:
             )
         self.history.add(self.step, self.clock.now(), "power", said, process=who)
 
-    def _lose_unsynced_files(self, before: Backup) -> list[str]:
+    def _lose_unsynced_files(self, who: str, before: Backup) -> list[str]:
         """A power loss of the agent's files that are not SQLite's: each keeps what was
         synced or there before the delivery, and the first half of the next record."""
-        if not self._python_worker():
+        if not self._syncs_seen(who):
             return [
-                "files other than SQLite's not modelled (the worker is a command: its "
-                "syncs are not seen)"
+                "files other than SQLite's not modelled (the worker is a command that ran no "
+                "Python with the harness's hooks: its syncs are not seen)"
             ]
         synced = synced_sizes(self.env.path)
         out = []
@@ -560,7 +572,7 @@ class CaseRun:
                 for path in sorted(self.env.path.rglob(name)):
                     if path.is_file() and "journals" not in path.relative_to(self.env.path).parts:
                         parts.append(str(lose_unsynced(path)))
-        parts += self._lose_unsynced_files(before)
+        parts += self._lose_unsynced_files(who, before)
         if not parts:
             parts.append(
                 "every database it committed to syncs each commit: nothing more lost than by a kill"

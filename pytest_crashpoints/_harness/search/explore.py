@@ -478,6 +478,7 @@ class _Explorer:
         if self.scenario.incident is None:  # an incident's baseline is the empty world's
             self.expected = result.expected_effects
         self.report.unchecked = list(dict.fromkeys([*result.unchecked, *self.report.unchecked]))
+        self.report.unhooked = result.unhooked
         return result
 
     def _incident_baseline(self, base: Schedule) -> bool:

@@ -12,7 +12,7 @@ from ..case.steps import INCONCLUSIVE, WORLD_LIMIT
 from ..verdict.invariants import INVARIANTS, invariant_key
 from ..verdict.printable import for_terminal
 
-__all__ = ["ExplorationReport", "Failure", "ScheduleRun", "render_failure"]
+__all__ = ["ExplorationReport", "Failure", "ScheduleRun", "out_of_reach", "render_failure"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,6 +108,29 @@ class ScheduleRun:
         return data
 
 
+#: The points a command reaches only through the hooks at its commits: A after a commit, the
+#: commit points themselves, and a kill at C (deferred at the relay to the next fail point,
+#: which the commit hooks give).
+HOOKED_POINTS = {"A": "unreached", "db.commit": "unreached", "db.committed": "unreached",
+                 "C": "unkilled"}
+
+
+def out_of_reach(
+    unhooked: str, *, unreached: list[str], unkilled: list[str]
+) -> dict[str, str]:
+    """Of the ``unreached`` and ``unkilled`` points of a test whose command got no hooks
+    (``unhooked`` says why; ``""``: it got them), those the hooks would have reached, each
+    with why and what to do."""
+    if not unhooked:
+        return {}
+    why = (
+        f"{unhooked}; mark your own fail points (docs/howto-any-language.md) or run it under "
+        "Python"
+    )
+    left = {"unreached": unreached, "unkilled": unkilled}
+    return {point: why for point, how in HOOKED_POINTS.items() if point in left[how]}
+
+
 @dataclasses.dataclass
 class ExplorationReport:
     """What exploring one test found."""
@@ -147,6 +170,9 @@ class ExplorationReport:
     #: and how many of them then finished in time: a slow machine is never a verdict.
     slow_cases: int = 0
     slow_cases_finished: int = 0
+    #: For a worker that is a command: why its fault-free deliveries got no hooks at their
+    #: commits (``""``: they did, or the worker is a Python function).
+    unhooked: str = ""
 
     @property
     def unreached(self) -> list[str]:
@@ -161,6 +187,12 @@ class ExplorationReport:
             for p in self.declared
             if p not in COVERAGE_KINDS and self.reached.get(p) and not self.killed.get(p)
         ]
+
+    @property
+    def out_of_reach(self) -> dict[str, str]:
+        """The declared points a command could not reach (or be killed at) because it got
+        no hooks, each with why and what to do (:func:`out_of_reach`)."""
+        return out_of_reach(self.unhooked, unreached=self.unreached, unkilled=self.unkilled)
 
     @property
     def verdict(self) -> str:
@@ -194,6 +226,7 @@ class ExplorationReport:
             "declared": list(self.declared),
             "unreached": self.unreached,
             "unkilled": self.unkilled,
+            **({"out_of_reach": self.out_of_reach} if self.out_of_reach else {}),
             "unchecked": self.unchecked,
             "not_applicable": self.not_applicable,
             "failure": None if self.failure is None else self.failure.to_json(),

@@ -35,8 +35,8 @@ __all__ = ["Loss", "equals_a_kill", "lose_unsynced", "lossy_databases", "refusal
 
 _WAL_MAGIC = (0x377F0682, 0x377F0683)
 _WAL_HEADER, _FRAME_HEADER = 32, 24
-#: In the WAL index (``-shm``): the header's salts (``aSalt`` of ``WalIndexHdr``) and
-#: ``nBackfill`` of ``WalCkptInfo``, in the machine's byte order.
+#: In the WAL index (``-shm``): the header's salts (``aSalt`` of ``WalIndexHdr``, the WAL
+#: header's bytes) and ``nBackfill`` of ``WalCkptInfo`` (in the machine's byte order).
 _SHM_SALT, _SHM_BACKFILL, _SHM_MIN = 32, 96, 136
 _SYNC_NAMES = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 
@@ -120,7 +120,9 @@ def _backfilled(shm: Path, salts: tuple[int, int]) -> int:
         return 0
     if len(data) < _SHM_MIN:
         return 0
-    index_salts = struct.unpack_from("=II", data, _SHM_SALT)
+    # The index keeps the salts as the WAL header's bytes (copied, not converted): read them
+    # in the header's byte order, as ``lose_unsynced`` does.
+    index_salts = struct.unpack_from(">II", data, _SHM_SALT)
     if index_salts != salts:
         return 0
     (backfill,) = struct.unpack_from("=I", data, _SHM_BACKFILL)
