@@ -121,7 +121,7 @@ def test_a_programs_commits_points_and_syncs_reach_the_bridge(run_dir: Path) -> 
     hits = [(hit.point, hit.n) for hit in outcome.hits]
     assert hits == [
         ("db.commit", 1), ("db.committed", 1), ("db.commit", 2), ("db.committed", 2),
-        ("mine", 1), ("later", 1), ("next", 1),
+        ("mine", 1), ("later", 1), ("next", 1), ("file.sync", 1),
     ]
     committed = outcome.hits[1].context
     assert (committed["db"], committed["n"], committed["sync"]) == ("app.db", 1, "wal/1")
@@ -129,7 +129,8 @@ def test_a_programs_commits_points_and_syncs_reach_the_bridge(run_dir: Path) -> 
     assert _rows(run_dir) == [1]
     [said] = hooks_of_dir(run_dir)
     assert said["hooked"] is True and said["executable"] == sys.executable
-    # Its fsync is logged as a Python worker's is: the file and its size after the sync.
+    # Its fsync has its point before it and is logged after it, as a Python worker's is.
+    assert outcome.hits[7].context == {"file": "out.jsonl"}
     [log] = (run_dir / "logs").glob("syncs-*.tsv")
     assert log.read_text() == f"{(run_dir / 'out.jsonl').resolve()}\t9\n"
 
