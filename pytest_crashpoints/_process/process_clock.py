@@ -1,0 +1,149 @@
+"""A worker's own clock: the one time its wall and monotonic clocks read.
+
+Inside a worker every clock the code can read is this one clock seen from a different origin:
+wall time (``time.time()``, ``datetime.now()``..., through time-machine's pin) is the pin's
+wall time plus it; ``time.monotonic()`` and ``time.perf_counter()`` (``waits`` swaps them) are
+their real values at the pin plus it. It starts at 0 when the worker is pinned (at harness
+time ``H``: wall time is then :data:`~.clock.HARNESS_EPOCH` plus ``H``) and moves:
+
+* by the length of a wait the worker skipped (:func:`jump`, exactly);
+* to harness time when another process moved that (:func:`reach`);
+* with real time while it *ticks*: while something real could act (a child process, a thread
+  that moves, a real server, another process of the case: ``waits`` sets :func:`ticking`),
+  and, however still the process is, once it has gone :data:`GRACE` seconds of real time
+  without moving (a deadline loop around a wait nobody sees, a socket's own timeout, still
+  comes to its end).
+
+While the harness holds the worker (at a gate of an interleaving, stopped to copy a crash
+state) the clock stands still whatever it did before (:func:`hold`): that time is the
+harness's, and harness time is what the worker finds when it goes on. Otherwise it is frozen:
+computing takes no time on it, as it takes none on the harness clock.
+So a worker that is alone and still gets the same times every run (the same schedule, the
+same timestamps, quiet or loaded), and its clocks agree with harness time after every wait.
+Never backwards. Outside a worker (the harness's process, the fork server) nothing here is
+armed and every clock is the real one.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+__all__ = [
+    "GRACE",
+    "armed",
+    "hold",
+    "jump",
+    "monotonic_ns",
+    "now_ns",
+    "perf_counter_ns",
+    "pin",
+    "reach",
+    "ticking",
+]
+
+#: Real seconds a frozen clock stays frozen without an event (a wait, a fail point, a
+#: release); past them it moves with real time until the next one.
+GRACE = 5.0
+_GRACE_NS = int(GRACE * 1e9)
+
+
+def _real_ns() -> int:
+    """The real monotonic clock (never swapped)."""
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+
+class _Clock:
+    """This process's clock (class attributes: one per process)."""
+
+    armed = False
+    #: The clock's value (nanoseconds since the pin) at the last fold.
+    value = 0
+    #: The real monotonic time (ns) of the last fold.
+    folded = 0
+    ticks = False
+    #: Held by the harness: still until the next event.
+    held = False
+    #: Real ``monotonic_ns()`` and ``perf_counter_ns()`` at the pin, and wall time (ns).
+    monotonic = 0
+    perf_counter = 0
+    wall = 0
+
+
+def armed() -> bool:
+    """Whether this process's clocks are a worker's (pinned), not the real ones."""
+    return _Clock.armed
+
+
+def now_ns() -> int:
+    """The clock: nanoseconds since the pin."""
+    if _Clock.held:
+        return _Clock.value
+    elapsed = _real_ns() - _Clock.folded
+    if _Clock.ticks:
+        return _Clock.value + elapsed
+    over = elapsed - _GRACE_NS
+    return _Clock.value + over if over > 0 else _Clock.value
+
+
+def _fold() -> None:
+    """An event: what the clock moved since the last one is kept, and it is not held."""
+    _Clock.value = now_ns()
+    _Clock.folded = _real_ns()
+    _Clock.held = False
+
+
+def hold() -> None:
+    """The harness holds this process: the clock stands still until the next event."""
+    _fold()
+    _Clock.held = True
+
+
+def jump(seconds: float) -> None:
+    """Move the clock forward by ``seconds`` (a wait skipped, or run its course on a frozen
+    clock). Zero or less changes nothing."""
+    _fold()
+    if seconds > 0:
+        _Clock.value += round(seconds * 1e9)
+
+
+def reach(ns: int) -> None:
+    """Move the clock forward to ``ns`` since the pin, unless it is there already."""
+    _fold()
+    _Clock.value = max(_Clock.value, ns)
+
+
+def ticking(on: bool) -> None:
+    """From now on, move with real time (``on``) or stay frozen between events."""
+    _fold()
+    _Clock.ticks = on
+
+
+def monotonic_ns() -> int:
+    """``time.monotonic_ns()`` in a worker (once :func:`armed`)."""
+    return _Clock.monotonic + now_ns()
+
+
+def perf_counter_ns() -> int:
+    """``time.perf_counter_ns()`` in a worker (once :func:`armed`)."""
+    return _Clock.perf_counter + now_ns()
+
+
+def wall_ns() -> int:
+    return _Clock.wall + now_ns()
+
+
+def pin(wall: float, traveller: Any, perf_counter_ns: int) -> None:
+    """Arm this process's clock at wall time ``wall`` (a POSIX timestamp): from now on
+    ``traveller`` (time-machine's) reads wall time from it. ``perf_counter_ns``: the real
+    ``perf_counter_ns()`` now."""
+    _Clock.armed = True
+    _Clock.value = 0
+    _Clock.ticks = _Clock.held = False
+    _Clock.folded = _real_ns()
+    _Clock.monotonic = _Clock.folded
+    _Clock.perf_counter = perf_counter_ns
+    _Clock.wall = round(wall * 1e9)
+    # time-machine asks its traveller for the time (``traveller.time_ns()``) at every reading
+    # of wall time: this traveller answers from this clock.
+    traveller.time_ns = wall_ns
