@@ -95,7 +95,9 @@ __all__ = [
     "log_path",
     "name",
     "read_log",
+    "real_monotonic",
     "real_sleep",
+    "records_by_run",
     "skipped",
 ]
 
@@ -332,7 +334,7 @@ def _waited(
         process_clock.jump(step)
         _Armed.skipped += step
         at = harness.reach(began + step)
-        _log(what, step, at, None)
+        _log(what, step, at, None, False)
         _Armed.resync()
         return ran_out
     if real_cause:
@@ -344,7 +346,7 @@ def _waited(
     _Armed.resync()
     if full or real_cause:
         seconds = real_monotonic() - start if real_cause else length
-        _log(what, seconds, harness.now(), why)
+        _log(what, seconds, harness.now(), why, real_cause)
     return result
 
 
@@ -382,15 +384,17 @@ def _alone() -> bool:
 
 
 class WaitRecord(dict[str, Any]):
-    """One line of the wait log: ``pid``, ``process`` (its name, or ""), ``what``,
-    ``seconds``, ``at`` (harness time when it ended), ``real`` (why it was real, or None)."""
+    """One line of the wait log: ``pid``, ``process`` (its name, or ""), ``what`` (the kind
+    of wait), ``seconds`` (what it moved the clock: its length, or the real time it took for
+    a wait on something real), ``at`` (harness time after it), ``why`` (why it was real; None:
+    skipped), ``real`` (something real could act: the clock moved with real time)."""
 
 
-def _log(what: str, seconds: float, at: float, why: str | None) -> None:
+def _log(what: str, seconds: float, at: float, why: str | None, real: bool) -> None:
     if not _Armed.log:
         return
     line = json.dumps({"pid": os.getpid(), "process": _Armed.label, "what": what,
-                       "seconds": seconds, "at": at, "real": why})
+                       "seconds": seconds, "at": at, "why": why, "real": real})
     try:
         fd = os.open(_Armed.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     except OSError:
@@ -426,8 +430,8 @@ def records_by_run(records: Iterable[WaitRecord]) -> Iterator[list[WaitRecord]]:
     reason), together: one line of the timeline each."""
     run: list[WaitRecord] = []
     for record in records:
-        if run and (record["pid"], record["real"], record["what"]) != (
-            run[-1]["pid"], run[-1]["real"], run[-1]["what"]
+        if run and (record["pid"], record["why"], record["what"]) != (
+            run[-1]["pid"], run[-1]["why"], run[-1]["what"]
         ):
             yield run
             run = []

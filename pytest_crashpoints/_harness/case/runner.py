@@ -38,6 +38,7 @@ from .quiet import QUIET_ROUNDS, QUIET_STEP, killed_recovery_diff, needs_recover
 from .scenario import Scenario
 from .schedule import KillAt, Schedule
 from .steps import INCONCLUSIVE, CaseRun, fork_server_for
+from .waited import Waited
 from .world import World
 
 if TYPE_CHECKING:
@@ -94,6 +95,8 @@ class CaseResult:
     #: How many times the case was run again because a process of it timed out (each time
     #: with a longer deadline): this result is the last run's.
     timeout_reruns: int = 0
+    #: What the case's processes waited: skipped, for real, on the case's own providers.
+    waited: Waited = dataclasses.field(default_factory=Waited)
 
     @property
     def passed(self) -> bool:
@@ -409,4 +412,5 @@ def verdict(
         generations=_generations(evidence.requests),
         model_calls=len(ending.model_calls),
         model_reasks=sum(1 for c in ending.model_calls if c.asked),
+        waited=run.waited,
     )

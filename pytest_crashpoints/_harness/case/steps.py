@@ -28,6 +28,7 @@ from ..._process.delivery import deliver_concurrently
 from ..._process.forkserver import serving
 from ..._process.interleaving import run_interleaved
 from ..._process.outcome import Completed, Killed, Outcome, Raised, TimedOut
+from ..._process.waits import name as name_waits
 from ..._process.worker import start_worker
 from ...errors import CrashpointsError, WorkerNotPaused
 from ..storage.agentfiles import (
@@ -46,6 +47,7 @@ from .bridge import CommandWorker, command_output
 from .context import CaseEnv, Context
 from .scenario import Recovery, Scenario, WorkerFn
 from .schedule import COMMIT_ERRORS, between_calls
+from .waited import Waited, read_waits
 from .world import World
 
 if TYPE_CHECKING:
@@ -75,6 +77,7 @@ def _enter(env: CaseEnv, worker_id: str, task_id: str | None) -> Context:
     (at its SQLite commits, and at the wire of its requests to the case's servers)."""
 
     ctx = Context(env, worker_id, task_id=task_id)
+    name_waits(worker_id)
     if env.urls:
         os.environ.update(ctx.sdk_env())
         addresses: list[tuple[str, int]] = []
@@ -121,6 +124,8 @@ def _copied(value: Any) -> Any:
     # containers is enough.
     if isinstance(value, History):
         return History(list(value.entries))
+    if isinstance(value, Waited):
+        return Waited(**vars(value))
     if isinstance(value, list):
         return list(value)
     if isinstance(value, dict):
@@ -170,6 +175,9 @@ class CaseRun:
         #: The states engine's hook: when set, every process a step would run goes through
         #: it instead, ``stand_in(fn, args, kill) -> Outcome``.
         self.stand_in: StandIn | None = None
+        #: What the case's processes waited, and where the next read of their wait log starts.
+        self.waited = Waited()
+        self.waits_read = 0
         if fresh:
             self.history.add(0, self.clock.now(), "setup", world.describe())
 
@@ -260,6 +268,9 @@ class CaseRun:
 
     def _record(self, who: str, outcome: Outcome, kill: schedule.KillAt | None = None) -> None:
         self._settle(who)
+        self.waits_read = read_waits(
+            str(self.clock.path), self.waits_read, self.history, self.step, self.waited
+        )
         now = self.clock.now()
         for hit in getattr(outcome, "hits", ()):
             self.hits[hit.point] = max(self.hits.get(hit.point, 0), hit.n)

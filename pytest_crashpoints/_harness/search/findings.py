@@ -9,6 +9,7 @@ from typing import Any
 from ..case.runner import CaseResult
 from ..case.schedule import COVERAGE_KINDS, Schedule, fault_kinds
 from ..case.steps import INCONCLUSIVE
+from ..case.waited import Waited
 from ..verdict.invariants import INVARIANTS, invariant_key
 from ..verdict.printable import for_terminal
 
@@ -128,6 +129,8 @@ class ExplorationReport:
     #: and how many of them then finished in time: a slow machine is never a verdict.
     slow_cases: int = 0
     slow_cases_finished: int = 0
+    #: What the cases' processes waited, in all (skipped, for real, on the case's providers).
+    waited: Waited = dataclasses.field(default_factory=Waited)
 
     @property
     def unreached(self) -> list[str]:
@@ -185,6 +188,7 @@ class ExplorationReport:
             "timeout_reruns": {
                 "cases": self.slow_cases, "finished": self.slow_cases_finished,
             },
+            "waits": self.waited.to_json(),
         }
 
     def count(
@@ -226,6 +230,7 @@ class ExplorationReport:
             self.recovered += 1
         self.model_calls += result.model_calls
         self.model_reasks += result.model_reasks
+        self.waited.merge(result.waited)
         if result.timeout_reruns:
             self.slow_cases += 1
             self.slow_cases_finished += not any(e.startswith(INCONCLUSIVE) for e in result.errors)

@@ -37,13 +37,14 @@ __all__ = ["Blobs", "DurableState", "RunDirReader", "restore"]
 
 
 #: Files next to the clock that are no state, left where they are when a state is put back.
-_KEPT = ("clock.lock", "clock.runner", "clock.waits")
+_KEPT = ("clock.lock", "clock.runner")
 
 
 def _skipped(relative: str) -> bool:
     """What a crash state leaves out: SQLite's WAL index (rebuilt from the WAL) and the
-    harness clock's lock, plan (``plan``), wait log (``waits``: the harness reads it as it
-    grows) and temporary files (no state)."""
+    harness clock's lock, plan (``busywait``) and temporary files (no state). The wait log
+    next to the clock is part of it: a case resumed from the state goes on from the waits
+    its processes had made by then."""
     if relative.endswith("-shm") or relative in _KEPT:
         return True
     return relative.startswith("clock.") and relative.endswith(".tmp")
