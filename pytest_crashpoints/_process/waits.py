@@ -87,6 +87,7 @@ from . import builtin_swap, clock, peers, process_clock, stillness
 from .plan import plan_path, read_plan
 
 __all__ = [
+    "OVERSHOOT",
     "REAL_WAITS_ENV",
     "SKIP_BOUND",
     "WaitRecord",
@@ -105,9 +106,11 @@ __all__ = [
 REAL_WAITS_ENV = "PYTEST_CRASHPOINTS_REAL_WAITS"
 #: Harness seconds one process may skip in all; past it every wait is real.
 SKIP_BOUND = 24 * 3600.0
-#: The least a skipped wait moves the clocks: a wait of less still moves them, so that a loop
-#: waiting for a deadline always gets there.
-_LEAST = 1e-6
+#: What a wait moves the clock beyond its length: a real wait lasts at least its length, so a
+#: reading of ``time.time()`` after ``sleep(d)`` is never less than ``d`` after one before
+#: (float rounding of a timestamp near 1.8e9 included), and a loop waiting for a deadline
+#: always gets there.
+OVERSHOOT = 1e-6
 
 _T = TypeVar("_T")
 
@@ -325,11 +328,14 @@ def _waited(
     and harness time are synced."""
     harness = _Armed.clock
     assert harness is not None
+    # To the nanosecond, the clocks' own grain: a length an event loop computed on a clock
+    # whose origin is the real one carries a rounding error that differs from run to run.
+    length = round(length, 9)
     _Armed.resync()
     began = harness.now()
     why, real_cause = _why_real(length, watched)
     if why is None:
-        step = max(length, _LEAST)
+        step = length + OVERSHOOT
         process_clock.ticking(False)
         process_clock.jump(step)
         _Armed.skipped += step
@@ -342,7 +348,7 @@ def _waited(
     start = real_monotonic()
     result, full = real()
     if full and not real_cause:
-        process_clock.jump(length)  # the simulator's latency is no time in the case
+        process_clock.jump(length + OVERSHOOT)  # the simulator's latency is no time in it
     _Armed.resync()
     if full or real_cause:
         seconds = real_monotonic() - start if real_cause else length
