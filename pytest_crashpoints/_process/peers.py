@@ -112,18 +112,21 @@ def sender(
 
 # -- a worker's own connections ---------------------------------------------------------------
 
+#: An address (host, port) of the case's own servers: the harness's fake providers.
+Address = tuple[str, int]
+
 #: Each socket of this process already looked at (by descriptor and inode): what is on its
-#: other end, described, or "" when that is this process or an allowed one.
+#: other end ("own", "world", "none" or a description of something real).
 _seen: dict[tuple[int, int], str] = {}
-#: The socket inodes each allowed process held when last read (refreshed on a miss).
-_held: dict[int, frozenset[int]] = {}
 
 
-def foreign_connection(allowed: Collection[int]) -> str | None:
-    """A connected stream socket of this process whose other end no process in ``allowed``
-    holds, described (``"a connection to pid 4242 (redis-server)"``), or None when there is
-    none. Listening sockets (nobody on the other side yet), datagram sockets and pipes are not
-    connections. Where ``/proc`` cannot be read, says so (the caller must assume the worst)."""
+def foreign_connection(allowed: Collection[int], world: Collection[Address]) -> str | None:
+    """A connected stream socket of this process to something real, described (``"a
+    connection to pid 4242 (redis-server)"``), or None when there is none: every connection
+    leads to this process, a process in ``allowed`` (a Unix socket: the harness, the fork
+    server) or an address in ``world`` (a loopback server of the case's providers).
+    Listening sockets (nobody on the other side yet), datagram sockets and pipes are not
+    connections. Where ``/proc`` cannot be read, says so (the caller assumes the worst)."""
     try:
         entries = os.listdir("/proc/self/fd")
     except OSError:
@@ -133,45 +136,48 @@ def foreign_connection(allowed: Collection[int]) -> str | None:
             target = os.readlink(f"/proc/self/fd/{name}")
         except OSError:
             continue  # closed meanwhile (the listing's own descriptor)
-        if not target.startswith("socket:["):
-            continue
-        key = (int(name), int(target[8:-1]))
-        if key not in _seen:
-            _seen[key] = _other_end(key[0], allowed) or ""
-        if _seen[key]:
-            return _seen[key]
+        if target.startswith("socket:["):
+            end = _end(int(name), target, allowed, world)
+            if end not in ("own", "world", "none"):
+                return end
     return None
 
 
-def _other_end(fd: int, allowed: Collection[int]) -> str | None:
-    """What holds the other end of stream socket ``fd``: "" for this process or one of
-    ``allowed``, a description for anything else, None when it is no connected stream
-    socket (a listening one, a datagram socket, one not connected)."""
+def _end(fd: int, target: str, allowed: Collection[int], world: Collection[Address]) -> str:
+    """What is on the other end of socket ``fd`` (``target``: its ``/proc`` link), cached."""
+    key = (fd, int(target[8:-1]))
+    end = _seen.get(key)
+    if end is None:
+        end = _seen[key] = _classify(fd, allowed, world)
+    return end
+
+
+def _classify(fd: int, allowed: Collection[int], world: Collection[Address]) -> str:
     try:
         sock = socket.socket(fileno=os.dup(fd))
     except OSError:
-        return None
+        return "none"
     with sock:
         try:
             if sock.type != socket.SOCK_STREAM or sock.getsockopt(
                 socket.SOL_SOCKET, socket.SO_ACCEPTCONN
             ):
-                return None
+                return "none"
             if sock.family == socket.AF_UNIX:
                 pid = _peer_pid(sock)
-                if pid == 0:
-                    return None
-                return "" if pid in (os.getpid(), *allowed) else f"a connection to {_describe(pid)}"
+                if pid in (0, os.getpid()):
+                    return "own" if pid else "none"
+                return "world" if pid in allowed else f"a connection to {_describe(pid)}"
             if sock.family not in (socket.AF_INET, socket.AF_INET6):
-                return None
+                return "none"
             host, port = sock.getpeername()[:2]
         except OSError:
-            return None  # not connected
-    if not ipaddress.ip_address(host).is_loopback:
-        return f"a connection to {host}:{port}"
-    if any(_listens(pid, port) for pid in (os.getpid(), *allowed)):
-        return ""
-    return f"a connection to {host}:{port} (not the harness's)"
+            return "none"  # not connected
+    if (host, port) in world or (
+        ipaddress.ip_address(host).is_loopback and any(p == port for _, p in world)
+    ):
+        return "world"
+    return f"a connection to {host}:{port}"
 
 
 def _peer_pid(sock: socket.socket) -> int:
@@ -190,88 +196,47 @@ def _describe(pid: int) -> str:
         return f"pid {pid}"
 
 
-def _listens(pid: int, port: int) -> bool:
-    """Whether process ``pid`` holds a listening TCP socket on ``port`` (any address)."""
-    wanted = {inode for inode in _listening(port)}
-    if not wanted:
-        return False
-    held = _held.get(pid)
-    if held is None or not wanted & held:
-        held = _held[pid] = _sockets_of(pid)
-    return bool(wanted & held)
-
-
-def _listening(port: int) -> set[int]:
-    """The inodes of the listening TCP sockets on ``port``."""
-    found = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with contextlib.suppress(OSError), open(table, encoding="ascii") as lines:
-            next(lines, None)
-            for line in lines:
-                fields = line.split()
-                # state 0A: LISTEN; the local address ends in the port, in hex
-                if len(fields) > 9 and fields[3] == "0A" and fields[1].endswith(f":{port:04X}"):
-                    found.add(int(fields[9]))
-    return found
-
-
-def _sockets_of(pid: int) -> frozenset[int]:
-    inodes = set()
-    folder = f"/proc/{pid}/fd"
-    with contextlib.suppress(OSError):
-        for name in os.listdir(folder):
-            with contextlib.suppress(OSError):
-                target = os.readlink(f"{folder}/{name}")
-                if target.startswith("socket:["):
-                    inodes.add(int(target[8:-1]))
-    return frozenset(inodes)
-
-
-def outside_reach(fds: Iterable[int], allowed: Collection[int]) -> tuple[str | None, bool]:
+def outside_reach(
+    fds: Iterable[int], allowed: Collection[int], world: Collection[Address]
+) -> str | None:
     """The first of ``fds`` (descriptors an event loop watches) that something outside this
-    process could make ready, described, and whether that is something real (else one of
-    ``allowed``: the harness's own servers, which answer what is asked and nothing else).
-    ``(None, False)`` when only this process can: each is one end of a socket pair it made,
-    a pipe whose both ends it holds, or an ``eventfd`` (with no child, nobody else holds
-    them)."""
-    wanted = list(fds)
-    if not wanted:
-        return None, False
-    try:
-        targets = {}
+    process could make ready, described; None when only this process can: each is one end
+    of a socket pair it made, a pipe whose both ends it holds, or an ``eventfd`` (with no
+    child, nobody else holds them). A connection to the case's providers (``allowed``,
+    ``world``) is named as a request in flight."""
+    pipes: list[str] | None = None
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            return f"descriptor {fd}, which cannot be read here"
+        if target == "anon_inode:[eventfd]":
+            continue
+        if target.startswith("pipe:["):
+            if pipes is None:
+                pipes = _pipes()
+            if pipes.count(target) > 1:
+                continue
+            return f"a pipe (descriptor {fd}) another process may write to"
+        if target.startswith("socket:["):
+            end = _end(fd, target, allowed, world)
+            if end == "own":
+                continue
+            if end == "world":
+                return f"a request in flight to the case's providers (descriptor {fd})"
+            if end == "none":
+                return f"a socket (descriptor {fd}) anyone may connect to or send to"
+            return end
+        return f"descriptor {fd} ({target})"
+    return None
+
+
+def _pipes() -> list[str]:
+    found = []
+    with contextlib.suppress(OSError):
         for name in os.listdir("/proc/self/fd"):
             with contextlib.suppress(OSError):
-                targets[int(name)] = os.readlink(f"/proc/self/fd/{name}")
-    except OSError:
-        return "descriptors that cannot be read here", True
-    pipes = [t for t in targets.values() if t.startswith("pipe:[")]
-    world = None
-    for fd in wanted:
-        target = targets.get(fd, "")
-        if target == "anon_inode:[eventfd]" or (target.startswith("pipe:[")
-                                                 and pipes.count(target) > 1):
-            continue
-        end = _watched_end(fd, allowed) if target.startswith("socket:[") else "real"
-        if end == "real":
-            return f"descriptor {fd} ({target or 'closed'})", True
-        if end == "world" and world is None:
-            world = f"a connection to the harness (descriptor {fd})"
-    return world, False
-
-
-def _watched_end(fd: int, allowed: Collection[int]) -> str:
-    """What is on the other end of watched socket ``fd``: ``"own"`` (a pair this process
-    made), ``"world"`` (a connection to one of ``allowed``) or ``"real"`` (anything else,
-    a listening socket included: anyone may connect)."""
-    try:
-        sock = socket.socket(fileno=os.dup(fd))
-    except OSError:
-        return "real"
-    with sock:
-        try:
-            pair = sock.family == socket.AF_UNIX and _peer_pid(sock) == os.getpid()
-        except OSError:
-            pair = False
-    if pair:
-        return "own"
-    return "world" if _other_end(fd, allowed) == "" else "real"
+                target = os.readlink(f"/proc/self/fd/{name}")
+                if target.startswith("pipe:["):
+                    found.append(target)
+    return found

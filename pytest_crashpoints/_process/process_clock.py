@@ -6,7 +6,8 @@ wall time plus it; ``time.monotonic()`` and ``time.perf_counter()`` (``waits`` s
 their real values at the pin plus it. It starts at 0 when the worker is pinned (at harness
 time ``H``: wall time is then :data:`~.clock.HARNESS_EPOCH` plus ``H``) and moves:
 
-* by the length of a wait the worker skipped (:func:`jump`, exactly);
+* to where a wait the worker skipped (or waited to its end) ends: its start plus its length
+  (:func:`reach`: two threads waiting at once move it once);
 * to harness time when another process moved that (:func:`reach`);
 * with real time while it *ticks*: while something real could act (a child process, a thread
   that moves, a real server, another process of the case: ``waits`` sets :func:`ticking`),
@@ -33,7 +34,6 @@ __all__ = [
     "GRACE",
     "armed",
     "hold",
-    "jump",
     "monotonic_ns",
     "now_ns",
     "perf_counter_ns",
@@ -97,14 +97,6 @@ def hold() -> None:
     """The harness holds this process: the clock stands still until the next event."""
     _fold()
     _Clock.held = True
-
-
-def jump(seconds: float) -> None:
-    """Move the clock forward by ``seconds`` (a wait skipped, or run its course on a frozen
-    clock). Zero or less changes nothing."""
-    _fold()
-    if seconds > 0:
-        _Clock.value += round(seconds * 1e9)
 
 
 def reach(ns: int) -> None:

@@ -32,10 +32,11 @@ during it, so that nothing could have ended it or changed what follows it:
    untimed wait on a private futex, which only a thread of this process could end
    (``stillness``, read in ``/proc``);
 3. nothing real is on the other side of a connection: every connected stream socket leads to
-   this process, the harness or the fork server (``peers``). The harness's fake providers act
-   only when asked and keep time by the harness clock; a real server (redis-server,
-   PostgreSQL, a broker, a remote host) changes with time and with other clients (a TTL,
-   ``now()``, a job another worker runs), so it gets real time;
+   this process, the harness, the fork server or one of the case's servers (its providers'
+   addresses, :func:`world`; ``peers``). The harness's fake providers act only when asked and
+   keep time by the harness clock; a real server (redis-server, PostgreSQL, a broker, a
+   remote host) changes with time and with other clients (a TTL, ``now()``, a job another
+   worker runs), so it gets real time;
 4. for a select, only this process can make what it watches ready (the event loop's own
    socket pair);
 5. the process has skipped less than :data:`SKIP_BOUND` in all: a worker that would wait
@@ -45,13 +46,15 @@ A real wait
 -----------
 Anything else is waited for real, with the original function, in one of two ways:
 
-* something real could act (1, 2 or 3 fails): the worker's clock moves with real time from
-  now on (``process_clock.ticking``), and harness time follows it, as in production;
-* only the case's own world stands between (4 fails on a socket to the harness: a request in
-  flight to a fake provider), or skipping is switched off (:data:`REAL_WAITS_ENV`) or used up
-  (5): the clock stays frozen, the wait moves it by its length if it ran its course and not
-  at all if it ended early (the provider answered), so that the simulator's own latency is
-  never time in the case.
+* with a connection to a real server (3 fails), the worker's clock moves with real time
+  (``process_clock.ticking``) as long as that lasts, and harness time follows it: the server
+  lives on real time, as in production;
+* otherwise (another process of the case, a thread or a child of this one may act, a request
+  is in flight to the case's providers, or skipping is switched off, :data:`REAL_WAITS_ENV`,
+  or used up, 5) the clock stays frozen: the wait moves it by its length if it ran its course
+  and not at all if it ended early (the answer came, the thread finished). What the
+  process's own threads and children compute, and the simulator's own latency, is no time
+  in the case, as computing is none.
 
 The timeline says which waits were real and why ("waited 12s for real: a connection to pid
 4242 (redis-server)"). A rule that cannot tell (another platform, an unreadable ``/proc``)
@@ -100,6 +103,7 @@ __all__ = [
     "real_sleep",
     "records_by_run",
     "skipped",
+    "world",
 ]
 
 #: Set to ``1`` (or ``true``, ``yes``, ``on``) in the harness's environment: every wait is real.
@@ -124,8 +128,9 @@ class _Armed:
     log: str = ""
     label: str = ""
     #: The processes whose end of a connection is no real server: this one, the harness,
-    #: the fork server.
+    #: the fork server; and the addresses of the case's own servers (its providers).
     allowed: frozenset[int] = frozenset()
+    world: frozenset[peers.Address] = frozenset()
     skipped = 0.0
     real = False
 
@@ -196,11 +201,18 @@ def arm(
     _Armed.skipped = 0.0
     _Armed.real = _real_waits_asked()
     _Armed.label = ""
+    _Armed.world = frozenset()
 
 
 def name(label: str) -> None:
     """This process's name in the wait log (``worker-1``), as the timeline calls it."""
     _Armed.label = label
+
+
+def world(addresses: Iterable[peers.Address]) -> None:
+    """The addresses of the case's own servers (its fake providers, served by the harness):
+    a connection to one is no real server (they act only when asked, on harness time)."""
+    _Armed.world = frozenset(addresses)
 
 
 def _real_waits_asked() -> bool:
@@ -332,23 +344,25 @@ def _waited(
     # whose origin is the real one carries a rounding error that differs from run to run.
     length = round(length, 9)
     _Armed.resync()
-    began = harness.now()
+    began, mine = harness.now(), process_clock.now_ns()
+    # Where the clock is once the wait has run its course: from where it began, so that two
+    # threads waiting at once move it once.
+    end = mine + round((length + OVERSHOOT) * 1e9)
     why, real_cause = _why_real(length, watched)
     if why is None:
         step = length + OVERSHOOT
         process_clock.ticking(False)
-        process_clock.jump(step)
+        process_clock.reach(end)
         _Armed.skipped += step
         at = harness.reach(began + step)
         _log(what, step, at, None, False)
         _Armed.resync()
         return ran_out
-    if real_cause:
-        process_clock.ticking(True)  # something real could act: real time passes
+    process_clock.ticking(real_cause)  # a real server: real time passes, on and on
     start = real_monotonic()
     result, full = real()
     if full and not real_cause:
-        process_clock.jump(length + OVERSHOOT)  # the simulator's latency is no time in it
+        process_clock.reach(end)  # the wait's length; the time it really took is no time
     _Armed.resync()
     if full or real_cause:
         seconds = real_monotonic() - start if real_cause else length
@@ -358,20 +372,19 @@ def _waited(
 
 def _why_real(length: float, watched: Iterable[int]) -> tuple[str | None, bool]:
     """Why this wait must be real, in a few words (None when it may be skipped), and whether
-    something real could act during it (else only the case's own world, or a switch)."""
-    if not _alone():
-        return "another process of the case runs", True
-    moves = stillness.what_moves(os.getpid(), threading.get_native_id())
-    if moves is not None:
-        return moves, True
-    foreign = peers.foreign_connection(_Armed.allowed)
+    something real is on the other side (a real server: the clock then moves with real
+    time); else only the case's own world or this process's own work could act meanwhile."""
+    foreign = peers.foreign_connection(_Armed.allowed, _Armed.world)
     if foreign is not None:
         return foreign, True
-    reach, outside = peers.outside_reach(watched, _Armed.allowed)
+    if not _alone():
+        return "another process of the case runs", False
+    reach = peers.outside_reach(watched, _Armed.allowed, _Armed.world)
     if reach is not None:
-        if outside:
-            return f"the event loop waits on {reach}", True
-        return f"the event loop waits on {reach} (a request in flight)", False
+        return f"the event loop waits on {reach}", False
+    moves = stillness.what_moves(os.getpid(), threading.get_native_id())
+    if moves is not None:
+        return moves, False
     if _Armed.real:
         return f"{REAL_WAITS_ENV} is set", False
     if _Armed.skipped + length > SKIP_BOUND:

@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any
 from ..._inject.commits import install_commit_hooks
 from ..._inject.failpoints import Fault, Kill, Pause, Raise, crashpoint
 from ..._inject.wire import install_wire_hooks
+from ..._process import waits
 from ..._process.calling import call_to_completion
 from ..._process.clock import prime_wall_time_pins
 from ..._process.delivery import deliver_concurrently
 from ..._process.forkserver import serving
 from ..._process.interleaving import run_interleaved
 from ..._process.outcome import Completed, Killed, Outcome, Raised, TimedOut
-from ..._process.waits import name as name_waits
 from ..._process.worker import start_worker
 from ...errors import CrashpointsError, WorkerNotPaused
 from ..storage.agentfiles import (
@@ -77,7 +77,7 @@ def _enter(env: CaseEnv, worker_id: str, task_id: str | None) -> Context:
     (at its SQLite commits, and at the wire of its requests to the case's servers)."""
 
     ctx = Context(env, worker_id, task_id=task_id)
-    name_waits(worker_id)
+    waits.name(worker_id)
     if env.urls:
         os.environ.update(ctx.sdk_env())
         addresses: list[tuple[str, int]] = []
@@ -87,6 +87,7 @@ def _enter(env: CaseEnv, worker_id: str, task_id: str | None) -> Context:
             where = models if env.spec(name).is_model else addresses
             where.append((parts.hostname or "127.0.0.1", parts.port or 80))
         install_wire_hooks(addresses, reads=models)
+        waits.world([*addresses, *models])  # a connection to them is no real server
     install_commit_hooks(exclude=[env.run_dir.journals, env.authority_path])
     install_sync_log(env.path)
     return ctx
