@@ -65,9 +65,9 @@ USAGE_ERROR = "pytest_crashpoints.errors.HarnessUsageError"
 #: are not checked, and the verdict names the slow process instead.
 INCONCLUSIVE = "inconclusive: "
 
-#: The ``Retry-After`` of a 429 refusal, in seconds. A client reads it as real time and sleeps
-#: it out (the openai SDK does, twice with its default retries): it must cost little of a
-#: process's timeout (30 s by default), or a patient, correct client would time out.
+#: The ``Retry-After`` of a 429 refusal, in seconds. A client sleeps it out (the openai SDK
+#: does, twice with its default retries); the sleep moves the case's clock, and costs no real
+#: time where nothing else can act (``_process/waits.py``), else a second of it.
 REFUSAL_RETRY_AFTER = 1.0
 
 
