@@ -45,9 +45,9 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
-from . import waits
 from .plan import nobody_alone, plan_path, read_plan, write_plan
 from .stillness import frozen
+from .switches import REAL_BUSY_WAITS_ENV, switched_on
 
 __all__ = [
     "arm",
@@ -60,7 +60,7 @@ __all__ = [
 ]
 
 #: Set to ``1`` (or ``true``, ``yes``, ``on``) in the harness's environment: every wait is slept.
-REAL_WAITS_ENV = "PYTEST_CRASHPOINTS_REAL_BUSY_WAITS"
+REAL_WAITS_ENV = REAL_BUSY_WAITS_ENV
 
 
 class Running(Protocol):
@@ -159,7 +159,7 @@ def install() -> bool:
     global _shim
     if _shim is not None:
         return True
-    if not sys.platform.startswith("linux") or _real_waits_asked():
+    if not sys.platform.startswith("linux") or switched_on(REAL_WAITS_ENV):
         return False
     library = _library()
     if library is None:
@@ -177,13 +177,6 @@ def install() -> bool:
         address = vfs.pNext
     _shim = shim
     return True
-
-
-def _real_waits_asked() -> bool:
-    """:data:`REAL_WAITS_ENV` is set to anything but an "off" (``0``, ``false``, ``no``,
-    ``off``, empty); the plugin refuses a value that is neither "on" nor "off"."""
-    value = os.environ.get(REAL_WAITS_ENV, "").strip().lower()
-    return value not in ("", "0", "false", "no", "off")
 
 
 def arm(clock_path: str | os.PathLike[str] | None) -> None:
@@ -205,7 +198,9 @@ def _sleep(vfs: int, microseconds: int) -> int:
             return microseconds
         if _Skips.owed:  # a long wait: what was skipped is slept now, then the rest
             owed, _Skips.owed = _Skips.owed, 0
-            waits.real_sleep(owed / 1e6)
+            from .waits import real_sleep  # a worker's own time.sleep may be skipped
+
+            real_sleep(owed / 1e6)
     except Exception:  # never fail a sleep: sleep it
         pass
     return original(vfs, microseconds) if original is not None else 0
@@ -220,7 +215,8 @@ def _skips(microseconds: int) -> bool:
     runner, until = plan
     if runner != os.getpid() or not frozen(os.getpid(), threading.get_native_id()):
         return False
-    if waits.real_monotonic() + (_Skips.owed + microseconds) / 1e6 > until:
+    # The harness's clock: a worker's monotonic() is its own (``waits``).
+    if time.clock_gettime(time.CLOCK_MONOTONIC) + (_Skips.owed + microseconds) / 1e6 > until:
         _Skips.real = True
         return False
     _Skips.owed += microseconds

@@ -86,7 +86,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from . import builtin_swap, clock, peers, process_clock, stillness
+from . import builtin_swap, clock, peers, process_clock, stillness, switches
 from .plan import plan_path, read_plan
 
 __all__ = [
@@ -107,7 +107,7 @@ __all__ = [
 ]
 
 #: Set to ``1`` (or ``true``, ``yes``, ``on``) in the harness's environment: every wait is real.
-REAL_WAITS_ENV = "PYTEST_CRASHPOINTS_REAL_WAITS"
+REAL_WAITS_ENV = switches.REAL_WAITS_ENV
 #: Harness seconds one process may skip in all; past it every wait is real.
 SKIP_BOUND = 24 * 3600.0
 #: What a wait moves the clock beyond its length: a real wait lasts at least its length, so a
@@ -199,7 +199,7 @@ def arm(
         _Armed.log = str(log_path(harness_clock.path))
     _Armed.allowed = frozenset({os.getpid(), parent, _harness or parent})
     _Armed.skipped = 0.0
-    _Armed.real = _real_waits_asked()
+    _Armed.real = switches.switched_on(REAL_WAITS_ENV)
     _Armed.label = ""
     _Armed.world = frozenset()
 
@@ -213,11 +213,6 @@ def world(addresses: Iterable[peers.Address]) -> None:
     """The addresses of the case's own servers (its fake providers, served by the harness):
     a connection to one is no real server (they act only when asked, on harness time)."""
     _Armed.world = frozenset(addresses)
-
-
-def _real_waits_asked() -> bool:
-    value = os.environ.get(REAL_WAITS_ENV, "").strip().lower()
-    return value not in ("", "0", "false", "no", "off")
 
 
 # -- the clocks -----------------------------------------------------------------------------

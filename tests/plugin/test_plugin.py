@@ -284,6 +284,13 @@ def test_bad_marker_arguments_give_one_clear_error(
             "false",
         ),
         (
+            [],
+            {"PYTEST_CRASHPOINTS_REAL_WAITS": "later"},
+            "PYTEST_CRASHPOINTS_REAL_WAITS has the value 'later': it must be true or false "
+            "(or yes/no, on/off, 1/0). "
+            "Set it to 1 to wait out every wait of a worker in real time",
+        ),
+        (
             ["--crashpoints-run-dir=no/such/dir"],
             {},
             "'no/such/dir': it must be memory, disk, or the path of a directory that exists",
