@@ -418,3 +418,87 @@ def test_the_harness_process_is_never_patched() -> None:
     assert time.sleep.__self__ is time  # type: ignore[attr-defined]
     assert abs(time.monotonic() - time.clock_gettime(time.CLOCK_MONOTONIC)) < 0.5
     assert os.getpid() == os.getpid()
+
+
+def looks_like_the_builtin() -> list[object]:
+    import pickle
+
+    return [repr(time.sleep), pickle.loads(pickle.dumps(time.sleep)) is time.sleep,
+            time.sleep.__name__, time.sleep.__module__, threading._time is time.monotonic]
+
+
+def test_the_replaced_builtins_still_look_and_pickle_as_themselves(clock: HarnessClock) -> None:
+    assert _run(looks_like_the_builtin, clock) == [
+        "<built-in function sleep>", True, "sleep", "time", True,
+    ]
+
+
+def selects_on_its_own_pipe() -> float:
+    read, write = os.pipe()
+    with selectors.DefaultSelector() as selector:
+        selector.register(read, selectors.EVENT_READ)
+        start = time.monotonic()
+        assert selector.select(HOUR) == []
+        return time.monotonic() - start
+
+
+def test_a_select_on_a_pipe_whose_both_ends_it_holds_is_skipped(clock: HarnessClock) -> None:
+    assert _run(selects_on_its_own_pipe, clock) == pytest.approx(STEP, abs=1e-9)
+
+
+@pytest.fixture
+def slow_server() -> Iterator[tuple[str, int]]:
+    """A server in this (the harness's) process that answers a request after 0.3 s of real
+    time, as a fake provider that takes its time does."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        with server:
+            connection, _ = server.accept()
+            with connection:
+                connection.recv(5)
+                time.sleep(0.3)  # the provider's own latency, in real time: under test
+                connection.sendall(b"hello")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield "127.0.0.1", server.getsockname()[1]
+    thread.join(timeout=10)
+
+
+def asks_a_provider(address: tuple[str, int], of_the_case: bool) -> tuple[str, float, float]:
+    if of_the_case:
+        waits.world([address])  # what the harness tells a worker of its providers' servers
+
+    async def main() -> tuple[str, float, float]:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        reader, writer = await asyncio.open_connection(*address)
+        writer.write(b"hello")
+        answer = await asyncio.wait_for(reader.read(5), timeout=HOUR)
+        writer.close()
+        return answer.decode(), loop.time() - start, time.time()
+
+    return asyncio.run(main())
+
+
+def test_a_request_in_flight_to_the_cases_provider_is_waited_for_and_costs_no_time(
+    clock: HarnessClock, slow_server: tuple[str, int]
+) -> None:
+    """The loop waits for the answer for real (it is not skipped: the provider answers), and
+    the provider's 0.3 s of real latency is no time in the case: the clock stays put."""
+    said, moved, wall = _run(lambda: asks_a_provider(slow_server, True), clock)
+    assert said == "hello"
+    assert moved == 0.0 and wall == HARNESS_EPOCH.timestamp()
+    assert all(r["real"] is False for r in _log(clock))
+
+
+def test_the_same_request_to_a_server_not_of_the_case_runs_on_real_time(
+    clock: HarnessClock, slow_server: tuple[str, int]
+) -> None:
+    """Unnamed, the same server is a real one: the clock moves with real time meanwhile."""
+    said, moved, _ = _run(lambda: asks_a_provider(slow_server, False), clock)
+    assert said == "hello"
+    assert moved >= 0.3
+    assert any(r["real"] and r["why"].startswith("a connection to 127.0.0.1:")
+               for r in _log(clock))
