@@ -56,9 +56,13 @@ Anything else is waited for real, with the original function, in one of two ways
   process's own threads and children compute, and the simulator's own latency, is no time
   in the case, as computing is none.
 
-The timeline says which waits were real and why ("waited 12s for real: a connection to pid
-4242 (redis-server)"). A rule that cannot tell (another platform, an unreadable ``/proc``)
-waits for real.
+A real wait is waited a slice at a time (:data:`SLICE`), and what could act is looked at
+again after each: a wait begun while a twin still ran free or a thread still worked is skipped
+from the moment nothing else can act. However much of it was real, a wait that runs its course
+ends the clock at its start plus its length (on a real server, later if real time went
+further). The timeline says which waits were real and why ("waited 12s for real: a
+connection to pid 4242 (redis-server)"). A rule that cannot tell (another platform, an
+unreadable ``/proc``) waits for real.
 
 What is not seen
 ----------------
@@ -110,6 +114,13 @@ __all__ = [
 REAL_WAITS_ENV = switches.REAL_WAITS_ENV
 #: Harness seconds one process may skip in all; past it every wait is real.
 SKIP_BOUND = 24 * 3600.0
+#: Real seconds a real wait lasts before what could act is looked at again: a wait begun
+#: while a twin still ran, or a thread worked, is skipped from the moment nothing can.
+SLICE = 0.05
+_SWITCHED_OFF = f"{REAL_WAITS_ENV} is set"
+_USED_UP = f"this process skipped {SKIP_BOUND / 3600:g} hours of waits already"
+#: The reasons that hold for the whole of a wait: it is not looked at again.
+_STICKY = (_SWITCHED_OFF, _USED_UP)
 #: What a wait moves the clock beyond its length: a real wait lasts at least its length, so a
 #: reading of ``time.time()`` after ``sleep(d)`` is never less than ``d`` after one before
 #: (float rounding of a timestamp near 1.8e9 included), and a loop waiting for a deadline
@@ -256,8 +267,8 @@ def _sleep(seconds: object) -> None:
         return
     length = float(seconds)  # type: ignore[arg-type]
 
-    def real() -> tuple[None, bool]:
-        sleep(length)
+    def real(part: float) -> tuple[None, bool]:
+        sleep(part)
         return None, True
 
     _waited(length, "time.sleep", (), real, None)
@@ -290,8 +301,8 @@ def _timed_select(select: Callable[..., Any]) -> Callable[..., Any]:
             return ready
         watched = [key.fd for key in self.get_map().values()]
 
-        def real() -> tuple[Any, bool]:
-            events = select(self, timeout)
+        def real(part: float) -> tuple[Any, bool]:
+            events = select(self, part)
             return events, not events
 
         return _waited(float(timeout), "a select timeout (an event loop's timers)", watched,
@@ -311,8 +322,8 @@ def _patch_condition() -> None:
         if not self._is_owned():  # type: ignore[attr-defined]
             raise RuntimeError("cannot wait on un-acquired lock")
 
-        def real() -> tuple[bool, bool]:
-            notified = wait(self, timeout)
+        def real(part: float) -> tuple[bool, bool]:
+            notified = wait(self, part)
             return notified, not notified
 
         return _waited(float(timeout), "a timed wait (threading)", (), real, False)
@@ -326,13 +337,14 @@ def _waited(
     length: float,
     what: str,
     watched: Iterable[int],
-    real: Callable[[], tuple[_T, bool]],
+    real: Callable[[float], tuple[_T, bool]],
     ran_out: _T,
 ) -> _T:
     """Wait ``length`` seconds: skipped when nothing can act meanwhile (returning
-    ``ran_out``, what the wait returns when it runs its course), else ``real()`` (which
-    returns what the wait returned and whether it ran its course). Then the worker's clock
-    and harness time are synced."""
+    ``ran_out``, what the wait returns when it runs its course), else for real, a slice at a
+    time (``real(seconds)`` returns what the wait returned and whether it ran that long), the
+    rest skipped as soon as nothing can act any more (a twin held at last, a thread gone
+    idle). Then the worker's clock and harness time are synced."""
     harness = _Armed.clock
     assert harness is not None
     # To the nanosecond, the clocks' own grain: a length an event loop computed on a clock
@@ -340,28 +352,49 @@ def _waited(
     length = round(length, 9)
     _Armed.resync()
     began, mine = harness.now(), process_clock.now_ns()
-    # Where the clock is once the wait has run its course: from where it began, so that two
-    # threads waiting at once move it once.
-    end = mine + round((length + OVERSHOOT) * 1e9)
+    # Where the clocks are once the wait has run its course: from where it began (two threads
+    # waiting at once move it once), however much of it was real.
+    end, at = mine + round((length + OVERSHOOT) * 1e9), began + length + OVERSHOOT
     why, real_cause = _why_real(length, watched)
-    if why is None:
-        step = length + OVERSHOOT
-        process_clock.ticking(False)
-        process_clock.reach(end)
-        _Armed.skipped += step
-        at = harness.reach(began + step)
-        _log(what, step, at, None, False)
-        _Armed.resync()
+    start, slices = real_monotonic(), 0
+    while why is not None:
+        process_clock.ticking(real_cause)  # a real server: real time passes, on and on
+        left = length - (real_monotonic() - start)
+        if left > 0:
+            result, full = real(min(left, SLICE))
+            if not full:  # it ended early: the answer came, the event was set
+                return _ended(result, what, start, why, real_cause)
+            slices += 1
+            if left > SLICE and why not in _STICKY:
+                before = why, real_cause
+                why, real_cause = _why_real(left - SLICE, watched)
+                if why is not None:
+                    continue
+                _log(what, real_monotonic() - start, harness.now(), *before)
+                break
+            if left > SLICE:
+                continue
+        process_clock.reach(end)  # its length at least: the time it took is no time, unless
+        _Armed.resync()  # a real server was there (the clock then goes on with real time)
+        _log(what, length if not real_cause else real_monotonic() - start, harness.reach(at),
+             why, real_cause)
         return ran_out
-    process_clock.ticking(real_cause)  # a real server: real time passes, on and on
-    start = real_monotonic()
-    result, full = real()
-    if full and not real_cause:
-        process_clock.reach(end)  # the wait's length; the time it really took is no time
+    process_clock.ticking(False)
+    process_clock.reach(end)
+    skipped = round(length + OVERSHOOT - slices * SLICE, 9)  # what was not slept
+    _Armed.skipped += skipped
+    _log(what, skipped, harness.reach(at), None, False)
     _Armed.resync()
-    if full or real_cause:
-        seconds = real_monotonic() - start if real_cause else length
-        _log(what, seconds, harness.now(), why, real_cause)
+    return ran_out
+
+
+def _ended(result: _T, what: str, start: float, why: str, real_cause: bool) -> _T:
+    """A real wait that ended before its length: no time in the case, unless something real
+    was on the other side (then the clock moved with real time meanwhile)."""
+    _Armed.resync()
+    if real_cause:
+        assert _Armed.clock is not None
+        _log(what, real_monotonic() - start, _Armed.clock.now(), why, real_cause)
     return result
 
 
@@ -381,9 +414,9 @@ def _why_real(length: float, watched: Iterable[int]) -> tuple[str | None, bool]:
     if moves is not None:
         return moves, False
     if _Armed.real:
-        return f"{REAL_WAITS_ENV} is set", False
+        return _SWITCHED_OFF, False
     if _Armed.skipped + length > SKIP_BOUND:
-        return f"this process skipped {SKIP_BOUND / 3600:g} hours of waits already", False
+        return _USED_UP, False
     return None, False
 
 
