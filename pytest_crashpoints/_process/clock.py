@@ -179,7 +179,7 @@ def pin_wall_time(clock: HarnessClock) -> Callable[[], None]:
     def resync() -> None:
         harness = clock.now()
         process_clock.reach(round((harness - start) * 1e9))
-        mine = start + process_clock.now_ns() / 1e9
+        mine = start + process_clock.followed_ns() / 1e9
         if mine > harness + 1e-6:  # it waited for something real: harness time follows
             clock.reach(mine)
 

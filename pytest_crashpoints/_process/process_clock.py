@@ -9,11 +9,11 @@ time ``H``: wall time is then :data:`~.clock.HARNESS_EPOCH` plus ``H``) and move
 * to where a wait the worker skipped (or waited to its end) ends: its start plus its length
   (:func:`reach`: two threads waiting at once move it once);
 * to harness time when another process moved that (:func:`reach`);
-* with real time while it *ticks*: while something real could act (a child process, a thread
-  that moves, a real server, another process of the case: ``waits`` sets :func:`ticking`),
-  and, however still the process is, once it has gone :data:`GRACE` seconds of real time
-  without moving (a deadline loop around a wait nobody sees, a socket's own timeout, still
-  comes to its end).
+* with real time while it *ticks*: while it is connected to a real server (``waits`` sets
+  :func:`ticking`), and, however still the process is, once it has gone :data:`GRACE`
+  seconds of real time without an event (a deadline loop around a wait nobody sees, a
+  socket's own timeout, still comes to its end). Harness time follows the first; the second
+  is the worker's own (:func:`followed_ns`).
 
 While the harness holds the worker (at a gate of an interleaving, stopped to copy a crash
 state) the clock stands still whatever it did before (:func:`hold`): that time is the
@@ -34,6 +34,7 @@ __all__ = [
     "GRACE",
     "armed",
     "hold",
+    "followed_ns",
     "monotonic_ns",
     "now_ns",
     "perf_counter_ns",
@@ -64,6 +65,8 @@ class _Clock:
     ticks = False
     #: Held by the harness: still until the next event.
     held = False
+    #: Nanoseconds the grace added to the clock at the folds so far.
+    leaked = 0
     #: Real ``monotonic_ns()`` and ``perf_counter_ns()`` at the pin, and wall time (ns).
     monotonic = 0
     perf_counter = 0
@@ -75,22 +78,39 @@ def armed() -> bool:
     return _Clock.armed
 
 
+def _moved(real: int) -> tuple[int, int]:
+    """What the clock moved since the last event, at real time ``real`` (ns): in all, and
+    how much of it the grace added."""
+    if _Clock.held:
+        return 0, 0
+    elapsed = real - _Clock.folded
+    if _Clock.ticks:
+        return elapsed, 0
+    over = max(elapsed - _GRACE_NS, 0)
+    return over, over
+
+
 def now_ns() -> int:
     """The clock: nanoseconds since the pin."""
-    if _Clock.held:
-        return _Clock.value
-    elapsed = _real_ns() - _Clock.folded
-    if _Clock.ticks:
-        return _Clock.value + elapsed
-    over = elapsed - _GRACE_NS
-    return _Clock.value + over if over > 0 else _Clock.value
+    return _Clock.value + _moved(_real_ns())[0]
 
 
 def _fold() -> None:
     """An event: what the clock moved since the last one is kept, and it is not held."""
-    _Clock.value = now_ns()
-    _Clock.folded = _real_ns()
+    real = _real_ns()
+    moved, leaked = _moved(real)
+    _Clock.value += moved
+    _Clock.leaked += leaked
+    _Clock.folded = real
     _Clock.held = False
+
+
+def followed_ns() -> int:
+    """The clock less what the grace added to it (ns): what harness time follows. The real
+    time a still worker spent in waits nobody sees is its own (its deadlines must pass), not
+    the world's."""
+    moved, leaked = _moved(_real_ns())
+    return _Clock.value + moved - _Clock.leaked - leaked
 
 
 def hold() -> None:
@@ -132,6 +152,7 @@ def pin(wall: float, traveller: Any, perf_counter_ns: int) -> None:
     _Clock.armed = True
     _Clock.value = 0
     _Clock.ticks = _Clock.held = False
+    _Clock.leaked = 0
     _Clock.folded = _real_ns()
     _Clock.monotonic = _Clock.folded
     _Clock.perf_counter = perf_counter_ns
