@@ -151,3 +151,28 @@ def test_the_clock_and_its_lock_file_are_created_rw_r__r__(tmp_path: Path) -> No
         os.umask(old)
     modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()}
     assert modes == {"clock": 0o644, "clock.lock": 0o644}
+
+
+def reach_each(path: str, targets: list[float]) -> float:
+    clock = HarnessClock(path)
+    for target in targets:
+        clock.reach(target)
+    return clock.now()
+
+
+def test_reach_moves_forward_only_and_two_processes_at_once_end_at_the_furthest(
+    tmp_path: Path,
+) -> None:
+    """What two workers' waits do at once: each moves the clock to where its wait ends; the
+    clock ends at the furthest, never back (the writes hold the clock's lock)."""
+    clock = HarnessClock(tmp_path / "clock", start=5.0)
+    assert clock.reach(3.0) == 5.0 and clock.now() == 5.0
+    assert clock.reach(7.5) == 7.5
+    workers = [
+        start_worker(reach_each, args=(str(clock.path), [8.0 + n * 0.5 + k for k in range(50)]),
+                     timeout=60)
+        for n in range(4)
+    ]
+    for worker in workers:
+        assert isinstance(worker.wait(), Completed)
+    assert clock.now() == 8.0 + 1.5 + 49
