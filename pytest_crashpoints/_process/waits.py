@@ -153,7 +153,8 @@ _harness = 0
 
 
 def log_path(clock_path: str | os.PathLike[str]) -> Path:
-    """Where the workers of a run log their waits (never part of a crash state)."""
+    """Where the workers of a run log their waits (part of a crash state: a case resumed from
+    one goes on from the waits its processes had made by then)."""
     path = Path(clock_path)
     return path.with_name(path.name + ".waits")
 
