@@ -115,69 +115,87 @@ def sender(
 #: An address (host, port) of the case's own servers: the harness's fake providers.
 Address = tuple[str, int]
 
-#: Each socket of this process already looked at (by descriptor and inode): what is on its
-#: other end ("own", "world", "none" or a description of something real).
-_seen: dict[tuple[int, int], str] = {}
+#: What each socket of this process is, once looked at (by descriptor and inode): its
+#: ``kind`` ("own", "world", "none", "tcp" or a description of something real), and for a
+#: TCP socket its own port, whether it listens, and the loopback port of its other end.
+_Socket = tuple[str, int, bool, int | None]
+_seen: dict[tuple[int, int], _Socket] = {}
 
 
 def foreign_connection(allowed: Collection[int], world: Collection[Address]) -> str | None:
     """A connected stream socket of this process to something real, described (``"a
     connection to pid 4242 (redis-server)"``), or None when there is none: every connection
-    leads to this process, a process in ``allowed`` (a Unix socket: the harness, the fork
-    server) or an address in ``world`` (a loopback server of the case's providers).
-    Listening sockets (nobody on the other side yet), datagram sockets and pipes are not
-    connections. Where ``/proc`` cannot be read, says so (the caller assumes the worst)."""
+    leads to this process (a socket pair, or both ends of a loopback connection, as a server
+    run in a thread with its client), a process in ``allowed`` (a Unix socket: the
+    harness, the fork server) or an address in ``world`` (a loopback server of the case's
+    providers). Listening sockets (nobody on the other side yet), datagram sockets and pipes
+    are not connections. Where ``/proc`` cannot be read, says so (the caller assumes the
+    worst)."""
     try:
         entries = os.listdir("/proc/self/fd")
     except OSError:
         return "the process's descriptors cannot be read here"
+    sockets = []
     for name in entries:
         try:
             target = os.readlink(f"/proc/self/fd/{name}")
         except OSError:
             continue  # closed meanwhile (the listing's own descriptor)
         if target.startswith("socket:["):
-            end = _end(int(name), target, allowed, world)
-            if end not in ("own", "world", "none"):
-                return end
+            sockets.append(_socket(int(name), target, allowed, world))
+    # Both ends of a connection within this process are connected sockets of it (a port it
+    # listens on proves nothing: a worker inherits its parent's listening sockets).
+    mine = {port for _, port, listening, _ in sockets if port and not listening}
+    for kind, _, _, peer in sockets:
+        if kind == "tcp" and peer not in mine:
+            return f"a connection to 127.0.0.1:{peer}"
+        if kind not in ("own", "world", "none", "tcp"):
+            return kind
     return None
 
 
-def _end(fd: int, target: str, allowed: Collection[int], world: Collection[Address]) -> str:
-    """What is on the other end of socket ``fd`` (``target``: its ``/proc`` link), cached."""
+def _socket(fd: int, target: str, allowed: Collection[int], world: Collection[Address]) -> _Socket:
+    """What socket ``fd`` (``target``: its ``/proc`` link) is, cached."""
     key = (fd, int(target[8:-1]))
-    end = _seen.get(key)
-    if end is None:
-        end = _seen[key] = _classify(fd, allowed, world)
-    return end
+    seen = _seen.get(key)
+    if seen is None:
+        seen = _seen[key] = _classify(fd, allowed, world)
+    return seen
 
 
-def _classify(fd: int, allowed: Collection[int], world: Collection[Address]) -> str:
+def _classify(fd: int, allowed: Collection[int], world: Collection[Address]) -> _Socket:
     try:
         sock = socket.socket(fileno=os.dup(fd))
     except OSError:
-        return "none"
+        return "none", 0, False, None
     with sock:
         try:
-            if sock.type != socket.SOCK_STREAM or sock.getsockopt(
-                socket.SOL_SOCKET, socket.SO_ACCEPTCONN
-            ):
-                return "none"
+            if sock.type != socket.SOCK_STREAM:
+                return "none", 0, False, None
+            listening = bool(sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN))
             if sock.family == socket.AF_UNIX:
+                if listening:
+                    return "none", 0, True, None
                 pid = _peer_pid(sock)
                 if pid in (0, os.getpid()):
-                    return "own" if pid else "none"
-                return "world" if pid in allowed else f"a connection to {_describe(pid)}"
+                    return ("own" if pid else "none"), 0, False, None
+                kind = "world" if pid in allowed else f"a connection to {_describe(pid)}"
+                return kind, 0, False, None
             if sock.family not in (socket.AF_INET, socket.AF_INET6):
-                return "none"
-            host, port = sock.getpeername()[:2]
+                return "none", 0, False, None
+            port = int(sock.getsockname()[1])
+            if listening:
+                return "none", port, True, None
+            host, peer = sock.getpeername()[:2]
         except OSError:
-            return "none"  # not connected
-    if (host, port) in world or (
-        ipaddress.ip_address(host).is_loopback and any(p == port for _, p in world)
+            return "none", 0, False, None  # not connected
+    if (host, peer) in world or (
+        ipaddress.ip_address(host).is_loopback and any(p == peer for _, p in world)
     ):
-        return "world"
-    return f"a connection to {host}:{port}"
+        return "world", port, False, None
+    if ipaddress.ip_address(host).is_loopback:
+        return "tcp", port, False, int(peer)  # this process's own, or something real
+    return f"a connection to {host}:{peer}", port, False, None
 
 
 def _peer_pid(sock: socket.socket) -> int:
@@ -219,14 +237,15 @@ def outside_reach(
                 continue
             return f"a pipe (descriptor {fd}) another process may write to"
         if target.startswith("socket:["):
-            end = _end(fd, target, allowed, world)
-            if end == "own":
+            kind, _, listening, _ = _socket(fd, target, allowed, world)
+            if kind == "own":
                 continue
-            if end == "world":
+            if kind == "world":
                 return f"a request in flight to the case's providers (descriptor {fd})"
-            if end == "none":
-                return f"a socket (descriptor {fd}) anyone may connect to or send to"
-            return end
+            if kind in ("none", "tcp"):
+                what = "a port anyone may connect to" if listening else "a socket"
+                return f"{what} (descriptor {fd})"
+            return kind
         return f"descriptor {fd} ({target})"
     return None
 

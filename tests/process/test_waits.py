@@ -528,3 +528,37 @@ def test_a_real_wait_is_skipped_from_the_moment_nothing_else_can_act(
     real, rest = _log(clock)
     assert "another thread" in real["why"] and rest["why"] is None
     assert rest["seconds"] > HOUR - 60
+
+
+def sleeps_beside_its_own_server() -> float:
+    """A server of the worker's own in a thread (as an MCP server served over HTTP by its
+    worker) and the worker's client connected to it: both ends are this process's."""
+    server = socket.create_server(("127.0.0.1", 0))
+    accepted = threading.Event()
+    done = threading.Event()
+
+    def serve() -> None:
+        connection, _ = server.accept()
+        accepted.set()
+        done.wait()  # idle until told: an untimed wait only this process can end
+        connection.close()
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    client = socket.create_connection(server.getsockname())
+    accepted.wait()
+    start = time.monotonic()
+    time.sleep(HOUR)
+    waited = time.monotonic() - start
+    done.set()
+    thread.join()
+    client.close()
+    server.close()
+    return waited
+
+
+def test_a_server_and_its_client_in_one_worker_are_its_own(clock: HarnessClock) -> None:
+    assert _run(sleeps_beside_its_own_server, clock) == pytest.approx(STEP, abs=1e-9)
+    # (its first slice may be real: the server thread is on its way to its idle wait)
+    whys = [r["why"] for r in _log(clock) if r["what"] == "time.sleep"]
+    assert whys[-1] is None and not any("connection" in (why or "") for why in whys)
