@@ -452,6 +452,16 @@ out `Retry-After` and its backoff) | 19.1 s | 8.3 s |
 (55 cases, `--crashpoints-seed=7`) | 37.4 s and 44.2 s (39 s of CPU) | 26.9 s and 38.7 s \
 (39 s of CPU); the same 55 schedules, verdicts and fingerprints |
 
+Every bundled scenario (`pytest -p crashpoints scenarios -n 2 --crashpoints-seed=7`, broken
+agents included, the patient mailer left out), before and after: the same 1,064 schedules,
+verdicts and fingerprints in both JSON reports. What their workers waited, as the report's
+`waits` says: the queue scenarios (Celery, RQ, Dramatiq, procrastinate) nothing a worker of
+the harness sees (their waits are in the programs they run, on real time, on a real broker);
+DBOS 58 s for real in its passing test, one second per process (a `time.sleep(1)` while
+DBOS's own background threads run on their timers: another thread that can move, so it is
+real); the MCP server served over HTTP by its worker 3 s (the server's uvicorn thread
+moves); the Agents SDK 9 s skipped; no scenario waited on a real server from a Python worker.
+
 The Agents SDK test is not a third of its time: none of its cases waits out a timer (an
 `strace` of every process of its run shows no timed wait that ran its course), and 90% of
 its wall time is CPU: each worker spends about 0.25 s on the SDK's first use (its lazy
