@@ -459,8 +459,10 @@ verdicts and fingerprints in both JSON reports. What their workers waited, as th
 the harness sees (their waits are in the programs they run, on real time, on a real broker);
 DBOS 58 s for real in its passing test, one second per process (a `time.sleep(1)` while
 DBOS's own background threads run on their timers: another thread that can move, so it is
-real); the MCP server served over HTTP by its worker 3 s (the server's uvicorn thread
-moves); the Agents SDK 9 s skipped; no scenario waited on a real server from a Python worker.
+real); the MCP server served over HTTP by its worker 16 s for real (its uvicorn thread
+moves; before the worker's connections to its own server were told apart from a real
+server's, 25 s of it ran on real time, a fraction of a second now, while a connection is
+being accepted); the Agents SDK 9 s skipped; no Python worker waited on a real server.
 
 The Agents SDK test is not a third of its time: none of its cases waits out a timer (an
 `strace` of every process of its run shows no timed wait that ran its course), and 90% of
