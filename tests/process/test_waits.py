@@ -510,8 +510,17 @@ def test_the_same_request_to_a_server_not_of_the_case_runs_on_real_time(
 
 
 def sleeps_while_a_thread_finishes() -> tuple[float, list[object]]:
-    thread = threading.Thread(target=lambda: sum(range(3_000_000)))  # busy, then gone
+    spinning = threading.Event()
+
+    def spin() -> None:  # busy for a second of real time, then gone
+        spinning.set()
+        until = time.clock_gettime(time.CLOCK_MONOTONIC) + 1.0
+        while time.clock_gettime(time.CLOCK_MONOTONIC) < until:
+            pass
+
+    thread = threading.Thread(target=spin)
     thread.start()
+    spinning.wait()
     start = time.monotonic()
     time.sleep(HOUR)
     thread.join()
