@@ -27,6 +27,7 @@ armed and every clock is the real one.
 
 from __future__ import annotations
 
+import _thread
 import time
 from typing import Any
 
@@ -35,6 +36,7 @@ __all__ = [
     "armed",
     "hold",
     "followed_ns",
+    "forked",
     "monotonic_ns",
     "now_ns",
     "perf_counter_ns",
@@ -47,6 +49,11 @@ __all__ = [
 #: release); past them it moves with real time until the next one.
 GRACE = 5.0
 _GRACE_NS = int(GRACE * 1e9)
+
+
+#: Held while the clock is moved: the threads of a worker fold it from their own waits and
+#: fail points (a plain lock: ``threading``'s timed waits are the ones ``waits`` replaces).
+_moving = _thread.allocate_lock()
 
 
 def _real_ns() -> int:
@@ -96,7 +103,8 @@ def now_ns() -> int:
 
 
 def _fold() -> None:
-    """An event: what the clock moved since the last one is kept, and it is not held."""
+    """An event: what the clock moved since the last one is kept, and it is not held (call
+    with :data:`_moving` held)."""
     real = _real_ns()
     moved, leaked = _moved(real)
     _Clock.value += moved
@@ -115,20 +123,34 @@ def followed_ns() -> int:
 
 def hold() -> None:
     """The harness holds this process: the clock stands still until the next event."""
-    _fold()
-    _Clock.held = True
+    with _moving:
+        _fold()
+        _Clock.held = True
 
 
 def reach(ns: int) -> None:
     """Move the clock forward to ``ns`` since the pin, unless it is there already."""
-    _fold()
-    _Clock.value = max(_Clock.value, ns)
+    with _moving:
+        _fold()
+        _Clock.value = max(_Clock.value, ns)
 
 
 def ticking(on: bool) -> None:
     """From now on, move with real time (``on``) or stay frozen between events."""
-    _fold()
-    _Clock.ticks = on
+    with _moving:
+        _fold()
+        _Clock.ticks = on
+
+
+def forked() -> None:
+    """In a process a worker forked (a pool's process, a daemon): it is no worker of the
+    harness, it runs on real time from here (its clocks tick, from where the worker's were).
+    The lock is made anew: another thread of the worker may have held it at the fork."""
+    global _moving
+    _moving = _thread.allocate_lock()
+    if _Clock.armed:
+        _fold()
+        _Clock.ticks = True
 
 
 def monotonic_ns() -> int:

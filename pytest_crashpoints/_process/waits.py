@@ -66,6 +66,9 @@ unreadable ``/proc``) waits for real.
 
 What is not seen
 ----------------
+A process a worker forks (a pool's process, a daemon) is no worker of the case: it runs on
+real time, its waits are real and move no clock but its own, as a program a worker runs.
+
 Waits inside C code: a socket's own timeout (a blocking read with ``settimeout``),
 ``lock.acquire(timeout=...)`` and ``Thread.join(timeout)``, ``select.select`` or ``poll``
 called directly, SQLite's busy handler (``busywait`` has its own rule), uvloop's loop. They
@@ -214,6 +217,17 @@ def arm(
     _Armed.real = switches.switched_on(REAL_WAITS_ENV)
     _Armed.label = ""
     _Armed.world = frozenset()
+
+
+def _forked() -> None:
+    """A process forked from a worker (a pool's process, a daemon) is no worker of the
+    case: its waits are real and move no clock but its own, which runs on real time."""
+    _Armed.clock = None
+    _Armed.plan = _Armed.log = ""
+    process_clock.forked()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def name(label: str) -> None:

@@ -571,3 +571,25 @@ def test_a_server_and_its_client_in_one_worker_are_its_own(clock: HarnessClock) 
     # (its first slice may be real: the server thread is on its way to its idle wait)
     whys = [r["why"] for r in _log(clock) if r["what"] == "time.sleep"]
     assert whys[-1] is None and not any("connection" in (why or "") for why in whys)
+
+
+def forks_a_sleeper() -> float:
+    """A process the worker forks sleeps: for real, on its own clock, moving nothing else."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        start = time.monotonic()
+        time.sleep(0.2)
+        os.write(write, repr(time.monotonic() - start).encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read) as answer:
+        return float(answer.read())
+
+
+def test_a_process_the_worker_forks_runs_on_real_time(clock: HarnessClock) -> None:
+    """Skipped, the child's sleep would let the worker see its end before its time; so it is
+    real, the child's clock moves with real time, and harness time does not move."""
+    assert _run(forks_a_sleeper, clock) >= 0.2
+    assert _log(clock) == [] and clock.now() == 0.0
