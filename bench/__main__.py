@@ -36,6 +36,7 @@ ITEMS = {
     2: "sweep",
     9: "engines",
     12: "absolute",
+    13: "waits",
 }
 
 

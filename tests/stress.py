@@ -42,6 +42,7 @@ SHORT = (
     "test_order_charger.py",
     "test_jobs_mailer.py",
     "test_async_notifier.py",
+    "test_patient_mailer.py",
     "test_ticket_opener.py",
     "broken/test_fresh_keys.py",
     "broken/test_jobs_mailer.py",

@@ -294,6 +294,10 @@ def _counted(present: Sequence[tuple[int, Report]], runs: Sequence[Report]) -> R
             key: sum(int((test.get("timeout_reruns") or {}).get(key, 0)) for test in tests)
             for key in ("cases", "finished")
         },
+        "waits": {
+            key: round(sum(float((test.get("waits") or {}).get(key, 0)) for test in tests), 3)
+            for key in ("skipped", "real", "world")
+        } | {"waits": sum(int((test.get("waits") or {}).get("waits", 0)) for test in tests)},
     }
 
 

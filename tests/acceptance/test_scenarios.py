@@ -343,3 +343,22 @@ def test_queue_engine_and_storage_scenarios_pass_and_their_broken_twins_are_caug
     options = ("-k", pick) if pick else ()
     result, tests = _run_scenario(pytester, SCENARIOS / target, *options)
     assert {name: test["verdict"] for name, test in tests.items()} == verdicts, result.outlines
+
+
+def test_a_mailer_that_waits_out_the_search_lag_passes_and_its_hasty_twin_is_caught(
+    pytester: pytest.Pytester,
+) -> None:
+    """After a lost answer the mailer waits 31 s (time.sleep, asyncio.sleep) and looks its
+    mail up again: each wait is skipped and moves the case's clock, so the search (30 s
+    behind) shows the mail. The twin that looks at once sends it twice."""
+    result, tests = _run_scenario(pytester, SCENARIOS / "test_patient_mailer.py")
+    assert {name: test["verdict"] for name, test in tests.items()} == {
+        "test_a_mailer_that_waits_out_the_lag_mails_once": "passed",
+        "test_the_async_mailer_that_waits_out_the_lag_mails_once": "passed",
+    }, result.outlines
+    for test in tests.values():
+        # One 31 s wait per lost answer (reset, timeout, 502), none of it real.
+        assert test["waits"] == {"skipped": 93.0, "real": 0.0, "world": 0.0, "waits": 3}
+    result, tests = _run_scenario(pytester, SCENARIOS / "broken" / "test_patient_mailer.py")
+    assert [test["verdict"] for test in tests.values()] == ["caught", "caught"], result.outlines
+    assert all(test["failure"]["invariants"] == [1] for test in tests.values())

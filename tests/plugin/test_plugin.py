@@ -307,6 +307,13 @@ def test_bad_marker_arguments_give_one_clear_error(
             "false",
         ),
         (
+            [],
+            {"PYTEST_CRASHPOINTS_REAL_WAITS": "later"},
+            "PYTEST_CRASHPOINTS_REAL_WAITS has the value 'later': it must be true or false "
+            "(or yes/no, on/off, 1/0). "
+            "Set it to 1 to wait out every wait of a worker in real time",
+        ),
+        (
             ["--crashpoints-run-dir=no/such/dir"],
             {},
             "'no/such/dir': it must be memory, disk, or the path of a directory that exists",
@@ -668,11 +675,14 @@ def test_a_timeout_is_an_inconclusive_case_naming_the_slow_process(
     pytester.makepyfile(
         SCENARIO
         + """
-import time
+import subprocess
 
 
 def slow_worker(message, ctx):
-    time.sleep(5)  # ten times its timeout: the slowness under test, not a wait
+    # A program that runs ten times the worker's timeout: the slowness under test. Real time
+    # that no clock skips (a time.sleep of the worker's own would be skipped: nothing but
+    # the worker could act during it).
+    subprocess.run(["sleep", "5"], check=True)
 
 
 @pytest.mark.crashpoints(points="A", providers=["email"], timeout=0.5)

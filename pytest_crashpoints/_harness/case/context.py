@@ -49,11 +49,19 @@ __all__ = [
     "CaseEnv",
     "Context",
     "ProviderSpec",
+    "SEARCH_LAG",
     "authority_fingerprint",
     "credential_label",
     "key_secret",
     "make_provider",
 ]
+
+
+#: How far (harness seconds) every provider's search lags behind its writes in a crash test,
+#: unless its ``ProviderSpec`` says otherwise: as Stripe's search, SendGrid's activity and
+#: GitHub's issue search do. A provider's normal behaviour, not a fault. (A fake provider built
+#: by hand, outside a crash test, lags only when its ``ProviderSettings`` say so.)
+SEARCH_LAG = 30.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,12 +73,14 @@ class ProviderSpec:
     describes it (``ProviderSpec(chat.name, api=chat, search_lag=5.0)``; the marker also takes
     the ``HttpApi`` itself). ``idempotency=False`` simulates a provider without idempotency
     support (payments, or an API with an idempotency header); ``search_lag`` is how far
-    (harness seconds) its searches lag behind writes.
+    (harness seconds) its searches lag behind writes: :data:`SEARCH_LAG` by default, the
+    provider's normal eventual consistency, on in every case (the fault "search lag" that F
+    brings makes it lag further, ``schedule.LAG_THAT_MATTERS``).
     """
 
     name: str
     idempotency: bool = True
-    search_lag: float = 30.0
+    search_lag: float = SEARCH_LAG
     retention: float = 24 * 3600.0
     api: HttpApi | McpServer | None = None
 

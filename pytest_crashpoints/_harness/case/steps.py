@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ..._inject.commits import install_commit_hooks
 from ..._inject.failpoints import Fault, Kill, Pause, Raise, crashpoint
 from ..._inject.wire import install_wire_hooks
+from ..._process import waits
 from ..._process.calling import call_to_completion
 from ..._process.clock import prime_wall_time_pins
 from ..._process.delivery import deliver_concurrently
@@ -47,6 +48,7 @@ from .context import CaseEnv, Context
 from .program_hooks import hooks_of, unhooked_reason
 from .scenario import Recovery, Scenario, WorkerFn
 from .schedule import COMMIT_ERRORS, between_calls
+from .waited import Waited, read_waits
 from .world import World
 
 if TYPE_CHECKING:
@@ -76,9 +78,9 @@ INCONCLUSIVE = "inconclusive: "
 #: and the way out, never a violation of the agent's.
 WORLD_LIMIT = "the world's limit: "
 
-#: The ``Retry-After`` of a 429 refusal, in seconds. A client reads it as real time and sleeps
-#: it out (the openai SDK does, twice with its default retries): it must cost little of a
-#: process's timeout (30 s by default), or a patient, correct client would time out.
+#: The ``Retry-After`` of a 429 refusal, in seconds. A client sleeps it out (the openai SDK
+#: does, twice with its default retries); the sleep moves the case's clock, and costs no real
+#: time where nothing else can act (``_process/waits.py``), else a second of it.
 REFUSAL_RETRY_AFTER = 1.0
 
 
@@ -88,6 +90,7 @@ def _enter(env: CaseEnv, worker_id: str, task_id: str | None) -> Context:
     (at its SQLite commits, and at the wire of its requests to the case's servers)."""
 
     ctx = Context(env, worker_id, task_id=task_id)
+    waits.name(worker_id)
     if env.urls:
         os.environ.update(ctx.sdk_env())
         addresses: list[tuple[str, int]] = []
@@ -99,6 +102,7 @@ def _enter(env: CaseEnv, worker_id: str, task_id: str | None) -> Context:
             where = models if spec.is_model else relays if spec.speaks_smtp else addresses
             where.append((parts.hostname or "127.0.0.1", parts.port or 80))
         install_wire_hooks(addresses, reads=models, smtp=relays)
+        waits.world([*addresses, *models, *relays])  # a connection to them is no real server
     install_commit_hooks(exclude=[env.run_dir.journals, env.authority_path])
     install_sync_log(env.path)
     return ctx
@@ -136,6 +140,8 @@ def _copied(value: Any) -> Any:
     # containers is enough.
     if isinstance(value, History):
         return History(list(value.entries))
+    if isinstance(value, Waited):
+        return Waited(**vars(value))
     if isinstance(value, list):
         return list(value)
     if isinstance(value, dict):
@@ -185,6 +191,9 @@ class CaseRun:
         #: The states engine's hook: when set, every process a step would run goes through
         #: it instead, ``stand_in(fn, args, kill) -> Outcome``.
         self.stand_in: StandIn | None = None
+        #: What the case's processes waited, and where the next read of their wait log starts.
+        self.waited = Waited()
+        self.waits_read = 0
         if fresh:
             self.history.add(0, self.clock.now(), "setup", world.describe())
 
@@ -275,6 +284,9 @@ class CaseRun:
 
     def _record(self, who: str, outcome: Outcome, kill: schedule.KillAt | None = None) -> None:
         self._settle(who)
+        self.waits_read = read_waits(
+            str(self.clock.path), self.waits_read, self.history, self.step, self.waited
+        )
         now = self.clock.now()
         for hit in getattr(outcome, "hits", ()):
             self.hits[hit.point] = max(self.hits.get(hit.point, 0), hit.n)

@@ -9,6 +9,7 @@ from typing import Any
 from ..case.runner import CaseResult
 from ..case.schedule import COVERAGE_KINDS, Schedule, fault_kinds
 from ..case.steps import INCONCLUSIVE, WORLD_LIMIT
+from ..case.waited import Waited
 from ..verdict.invariants import INVARIANTS, invariant_key
 from ..verdict.printable import for_terminal
 
@@ -173,6 +174,8 @@ class ExplorationReport:
     #: For a worker that is a command: why its fault-free deliveries got no hooks at their
     #: commits (``""``: they did, or the worker is a Python function).
     unhooked: str = ""
+    #: What the cases' processes waited, in all (skipped, for real, on the case's providers).
+    waited: Waited = dataclasses.field(default_factory=Waited)
 
     @property
     def unreached(self) -> list[str]:
@@ -238,6 +241,7 @@ class ExplorationReport:
             "timeout_reruns": {
                 "cases": self.slow_cases, "finished": self.slow_cases_finished,
             },
+            "waits": self.waited.to_json(),
         }
 
     def count(
@@ -281,6 +285,7 @@ class ExplorationReport:
         self.model_reasks += result.model_reasks
         # What a case's rows left unchecked (a row that accounts for nothing) is said once.
         self.unchecked += [line for line in result.unaccounted if line not in self.unchecked]
+        self.waited.merge(result.waited)
         if result.timeout_reruns:
             self.slow_cases += 1
             self.slow_cases_finished += not any(e.startswith(INCONCLUSIVE) for e in result.errors)
