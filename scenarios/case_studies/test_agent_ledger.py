@@ -8,11 +8,18 @@ import sqlite3
 
 import pytest
 
-agent_ledger = pytest.importorskip("agent_ledger", reason="pip install -e '.[case-studies]'")
-psycopg = pytest.importorskip("psycopg", reason="pip install 'psycopg[binary,pool]'")
+pytest.importorskip("agent_ledger", reason="pip install -e '.[case-studies]'")
+pytest.importorskip("psycopg", reason="pip install 'psycopg[binary,pool]'")
 
-from agent_ledger import (ConcurrencyOptions, EffectLedger, EffectLedgerOptions, RunOptions,
-                          StaleOptions, ToolCall)
+import psycopg
+from agent_ledger import (
+    ConcurrencyOptions,
+    EffectLedger,
+    EffectLedgerOptions,
+    RunOptions,
+    StaleOptions,
+    ToolCall,
+)
 from agent_ledger.stores.postgres import SCHEMA_SQL, PostgresStore
 from psycopg.conninfo import make_conninfo
 from psycopg_pool import AsyncConnectionPool
@@ -38,15 +45,18 @@ def database():
         yield dsn
 
 
-def case_dsn(dsn, ctx):
+def case_database(ctx):
     """Each case's own database: the server outlives the case, its state must not."""
-    name = "case_" + hashlib.sha256(str(ctx.env.path).encode()).hexdigest()[:16]
-    return make_conninfo(dsn, dbname=name)
+    return "case_" + hashlib.sha256(str(ctx.env.path).encode()).hexdigest()[:16]
+
+
+def case_dsn(dsn, ctx):
+    return make_conninfo(dsn, dbname=case_database(ctx))
 
 
 def fresh_database(ctx, *, dsn):
     with psycopg.connect(dsn, autocommit=True) as server:
-        server.execute(f"CREATE DATABASE {psycopg.conninfo.conninfo_to_dict(case_dsn(dsn, ctx))['dbname']}")
+        server.execute(f"CREATE DATABASE {case_database(ctx)}")
     with psycopg.connect(case_dsn(dsn, ctx), autocommit=True) as db:
         db.execute(SCHEMA_SQL)
 

@@ -4,9 +4,11 @@ whether the charge happened before anything runs again."""
 
 import pytest
 
-once = pytest.importorskip("once", reason="pip install -e '.[case-studies]'")
-stripe = pytest.importorskip("stripe", reason="pip install stripe")
+pytest.importorskip("once", reason="pip install -e '.[case-studies]'")
+pytest.importorskip("stripe", reason="pip install stripe")
 
+import once
+import stripe
 from once.verifiers import stripe_params, stripe_verifier
 
 from pytest_crashpoints import SQLiteLedgerView, State

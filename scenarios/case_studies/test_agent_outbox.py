@@ -2,38 +2,34 @@
 README says where that ends: "That reclaim is **at-least-once** ... Downstream
 `Idempotency-Key` is how you close that gap.\""""
 
-import httpx
 import pytest
 
-agent_outbox = pytest.importorskip("agent_outbox", reason="pip install -e '.[case-studies]'")
+pytest.importorskip("agent_outbox", reason="pip install -e '.[case-studies]'")
+
+import agent_outbox
 
 from pytest_crashpoints import SQLiteLedgerView, State
+from scenarios.case_studies.tools import charge, send_email
 
 ORDER = {"task_id": "agent-session-1", "amount": 4200}
 STATES = {"pending": State.DISPATCHED, "succeeded": State.OUTCOME_CONFIRMED,
           "failed": State.FAILED}
 
 
-def charge(order, ctx):
-    """The README's tool, on a Stripe-style API that honours its Idempotency-Key."""
+def charger(order, ctx):
+    """The README's wrap, around a Stripe-style API that honours its Idempotency-Key."""
     def create_charge(amount: int, idempotency_key: str | None = None) -> dict:
-        return httpx.post(f"{ctx.base_url('payments')}/v1/charges",
-                          data={"amount": amount, "currency": "eur"},
-                          headers={"Authorization": f"Bearer {ctx.api_key('payments', order['task_id'])}",
-                                   "Idempotency-Key": idempotency_key}).raise_for_status().json()
+        return charge(ctx, order["task_id"], amount, key=idempotency_key)
 
     ex = agent_outbox.ToolExecutor(agent_outbox.OutboxStore(ctx.env.path / "outbox.db"))
-    return ex.run("create_charge", create_charge, {"amount": order["amount"]}, order["task_id"]).result
+    return ex.run("create_charge", create_charge, {"amount": order["amount"]},
+                  order["task_id"]).result
 
 
-def email(order, ctx):
+def mailer(order, ctx):
     """The same wrap around an e-mail API, which has no idempotency key."""
     def send_receipt(to: str, idempotency_key: str | None = None) -> dict:
-        return dict(httpx.post(f"{ctx.base_url('email')}/v3/mail/send", json={
-            "personalizations": [{"to": [{"email": to}]}], "from": {"email": "shop@example.com"},
-            "subject": "Receipt", "content": [{"type": "text/plain", "value": "Paid."}]},
-            headers={"Authorization": f"Bearer {ctx.api_key('email', order['task_id'])}",
-                     "X-Correlation-Id": idempotency_key}).raise_for_status().headers)
+        return send_email(ctx, order["task_id"], to, "Paid.", key=idempotency_key)
 
     ex = agent_outbox.ToolExecutor(agent_outbox.OutboxStore(ctx.env.path / "outbox.db"))
     return ex.run("send_receipt", send_receipt, {"to": "a@b.com"}, order["task_id"]).result
@@ -41,20 +37,21 @@ def email(order, ctx):
 
 def outbox(ctx):
     return SQLiteLedgerView(ctx.env.path / "outbox.db", table="outbox", states=STATES,
-                            columns={"attempt_id": "key", "state": "status", "idempotency_key": "key",
-                                     "tool_name": "tool", "task_id": "session_id"})
+                            columns={"attempt_id": "key", "state": "status",
+                                     "idempotency_key": "key", "tool_name": "tool",
+                                     "task_id": "session_id"})
 
 
 @pytest.mark.crashpoints(points="ABCD", faults=["-lose_response"], providers=["payments"],
                          mode="exhaustive", strict_coverage=False)
 def test_a_keyed_charge_is_made_once(crashpoints):
-    crashpoints.run(worker=charge, messages=[ORDER], ledger_view=outbox)
+    crashpoints.run(worker=charger, messages=[ORDER], ledger_view=outbox)
 
 
 @pytest.mark.crashpoints(points="B", faults=["kill"], providers=["email"], mode="exhaustive",
                          expect=1, strict_coverage=False)
 def test_a_reclaimed_email_is_sent_again_as_documented(crashpoints):
-    crashpoints.run(worker=email, messages=[ORDER], ledger_view=outbox)
+    crashpoints.run(worker=mailer, messages=[ORDER], ledger_view=outbox)
 
 
 # "If the tool fails: The first attempt is recorded as failed. Retries return that error and
@@ -62,4 +59,4 @@ def test_a_reclaimed_email_is_sent_again_as_documented(crashpoints):
 @pytest.mark.crashpoints(points="B", faults=["lose_response"], providers=["payments"],
                          mode="exhaustive", expect=2, strict_coverage=False)
 def test_a_lost_answer_is_recorded_failed_as_documented(crashpoints):
-    crashpoints.run(worker=charge, messages=[ORDER], ledger_view=outbox)
+    crashpoints.run(worker=charger, messages=[ORDER], ledger_view=outbox)

@@ -8,8 +8,9 @@ import json
 
 import pytest
 
-agent_loop = pytest.importorskip("agent_loop", reason="pip install -e '.[case-studies]'")
+pytest.importorskip("agent_loop", reason="pip install -e '.[case-studies]'")
 
+import agent_loop
 from pydantic import BaseModel
 
 from pytest_crashpoints import SQLiteLedgerView, State

@@ -4,8 +4,10 @@ duplicate delivery." One approved action, dispatched by a worker that may be kil
 
 import pytest
 
-approval_ledger = pytest.importorskip("approval_ledger",
+pytest.importorskip("approval_ledger",
                                       reason="pip install -e '.[case-studies]'")
+
+import approval_ledger
 
 from pytest_crashpoints import SQLiteLedgerView, State
 from scenarios.case_studies.tools import send_email
@@ -27,8 +29,10 @@ def approved(ctx):
 
 def dispatcher(message, ctx):
     ledger = approval_ledger.SQLiteLedger(ctx.env.path / "ledger.sqlite3")
-    receipt = ledger.dispatch((ctx.env.path / "action-id").read_text(), lambda payload, key: send_email(
-        ctx, message["task_id"], payload["to"], payload["body"], key=key)["message_id"])
+    receipt = ledger.dispatch(
+        (ctx.env.path / "action-id").read_text(),
+        lambda payload, key: send_email(ctx, message["task_id"], payload["to"], payload["body"],
+                                        key=key)["message_id"])
     return receipt.status
 
 

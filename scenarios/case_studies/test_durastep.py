@@ -4,7 +4,9 @@ success, not exactly once ... For payments and similar, also pass an idempotency
 
 import pytest
 
-durastep = pytest.importorskip("durastep", reason="pip install -e '.[case-studies]'")
+pytest.importorskip("durastep", reason="pip install -e '.[case-studies]'")
+
+import durastep
 
 from pytest_crashpoints import SQLiteLedgerView, State
 from scenarios.case_studies.tools import charge, send_email

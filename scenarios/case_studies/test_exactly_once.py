@@ -4,7 +4,8 @@ movement, ``check_then_decide(prober)`` with a lease, observes the world instead
 
 import pytest
 
-exactly_once = pytest.importorskip("exactly_once", reason="pip install -e '.[case-studies]'")
+pytest.importorskip("exactly_once", reason="pip install -e '.[case-studies]'")
+
 
 from exactly_once import ProbeResult, Store, Verdict, check_then_decide, current_key, once
 
@@ -18,7 +19,9 @@ STATES = {"in_flight": State.DISPATCHED, "committed": State.OUTCOME_CONFIRMED}
 def worker(order, ctx):
     def prober(key):    # observe the world: did the charge actually land?
         found = find_charge(ctx, order["task_id"], key)
-        return ProbeResult(Verdict.COMMITTED, found) if found else ProbeResult(Verdict.NOT_COMMITTED)
+        if found:
+            return ProbeResult(Verdict.COMMITTED, found)
+        return ProbeResult(Verdict.NOT_COMMITTED)
 
     @once(Store.sqlite(str(ctx.env.path / "effects.db")), key=lambda o: f"charge:{o['task_id']}",
           policy=check_then_decide(prober), lease_ttl=30.0)

@@ -4,8 +4,9 @@ effect and recording it, the key is left `UNKNOWN`"; "retries refuse until recon
 
 import pytest
 
-justonce = pytest.importorskip("justonce", reason="pip install -e '.[case-studies]'")
+pytest.importorskip("justonce", reason="pip install -e '.[case-studies]'")
 
+import justonce
 from justonce.stores import SqliteStore
 
 from pytest_crashpoints import SQLiteLedgerView, State

@@ -32,8 +32,8 @@ def test_the_gates_collection_of_scenarios_leaves_the_case_studies_out() -> None
 
 def test_the_case_studies_are_collected_when_named() -> None:
     collected = collect("scenarios/case_studies")
-    for library in ("agent_ledger", "agent_once", "agent_outbox", "agent_runloop", "approval_ledger", "durastep",
-                    "exactly_once", "justonce", "safeact"):
+    for library in ("agent_ledger", "agent_once", "agent_outbox", "agent_runloop",
+                    "approval_ledger", "durastep", "exactly_once", "justonce", "safeact"):
         # Collected, or skipped at import with the way to install the extra.
         assert (f"scenarios/case_studies/test_{library}.py::" in collected
                 or ("test_" + library in collected and "case-studies" in collected)), collected

@@ -46,9 +46,10 @@ def quiet(run: CaseRun) -> bool:
     A run that changes nothing, while work is still in flight and waiting for a backoff to
     pass, is not the end: the clock moves to when that work is due (within
     :data:`QUIET_HORIZON`) and recovery runs again. Nor, once, while a message is still
-    unacknowledged: the clock moves to the horizon and the queue delivers it again. Returns whether it settled: its last
-    recovery run changed nothing (the ledger and the providers' effects alike) and nothing is
-    left waiting. That run is then the "second run" of invariant 6.
+    unacknowledged: the clock moves to the horizon and the queue delivers it again. Returns
+    whether it settled: its last recovery run changed nothing (the ledger and the providers'
+    effects alike) and nothing is left waiting. That run is then the "second run" of
+    invariant 6.
     """
     run.world.lift_faults()
     run.history.add(run.step, run.clock.now(), "quiet", "quiet phase: every fault lifted")
