@@ -1,0 +1,39 @@
+"""The case studies of published libraries (``scenarios/case_studies``, docs/case-studies.md)
+stay out of the gate and of a run over the whole ``scenarios`` folder, which is what
+``crashpoints gate scenarios`` collects: a new release of a library must not turn the gate
+red. Named, the folder is collected; a test whose library is missing skips, saying how to
+install it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def collect(*args: str) -> str:
+    """The node ids (or skip reasons) pytest with the plugin collects from ``args``."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "crashpoints", "-p", "no:randomly",
+         "--collect-only", "-q", "-rs", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_the_gates_collection_of_scenarios_leaves_the_case_studies_out() -> None:
+    collected = collect("scenarios")
+    assert "scenarios/test_invoice_email.py::" in collected  # the bundled ones are there
+    assert "case_studies" not in collected
+
+
+def test_the_case_studies_are_collected_when_named() -> None:
+    collected = collect("scenarios/case_studies")
+    for library in ("agent_ledger", "agent_once", "agent_outbox", "agent_runloop",
+                    "approval_ledger", "durastep", "exactly_once", "justonce", "safeact"):
+        # Collected, or skipped at import with the way to install the extra.
+        assert (f"scenarios/case_studies/test_{library}.py::" in collected
+                or ("test_" + library in collected and "case-studies" in collected)), collected
