@@ -13,14 +13,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def collect(*args: str) -> str:
-    """The node ids (or skip reasons) pytest with the plugin collects from ``args``."""
+def collect(*args: str, nothing: bool = False) -> str:
+    """The node ids (or skip reasons) pytest with the plugin collects from ``args``;
+    ``nothing``: every module may have been skipped (pytest's exit status 5, no tests)."""
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "crashpoints", "-p", "no:randomly",
          "--collect-only", "-q", "-rs", *args],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode in ((0, 5) if nothing else (0,)), done.stdout + done.stderr
     return done.stdout
 
 
@@ -31,7 +32,8 @@ def test_the_gates_collection_of_scenarios_leaves_the_case_studies_out() -> None
 
 
 def test_the_case_studies_are_collected_when_named() -> None:
-    collected = collect("scenarios/case_studies")
+    # Without the extra (as in `make test`) every module skips, and pytest says "no tests".
+    collected = collect("scenarios/case_studies", nothing=True)
     for library in ("agent_ledger", "agent_once", "agent_outbox", "agent_runloop",
                     "approval_ledger", "durastep", "exactly_once", "justonce", "safeact"):
         # Collected, or skipped at import with the way to install the extra.
