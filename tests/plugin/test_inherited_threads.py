@@ -1,18 +1,9 @@
-"""KNOWN BUG, kept as a strict xfail until it is fixed: a worker inherits a thread pool that an
-earlier crash test's ``setup`` started in the pytest process, without its threads.
-
-The workers of a crash test are forked from a fork server, itself forked from the pytest
-process when the test's exploration starts (``_process/forkserver.py``, started by
-``fork_server_for`` in ``_harness/case/steps.py``). ``setup(ctx)`` runs in the pytest process
-(``World.__init__`` in ``_harness/case/world.py``). A library with a module-level
-``ThreadPoolExecutor`` (agent-runloop's ``agent_loop.sqlite_io``) that a setup uses starts
-the pool's thread in the pytest process; the next crash test's server copies the pool, whose
-thread does not exist in the copy, and the pool counts it as idle: work submitted in a worker
-never runs. The first test passes, the second (the same agent) never reaches its tool call.
-In the case studies (docs/case-studies.md) this timed a correct agent out, as inconclusive.
-``start_method="spawn"`` on the marker avoids it; a fix would run ``setup`` in a process of
-its own, so that nothing it starts stays in the process the workers are forked from.
-"""
+"""A worker does not inherit a thread pool without its threads: a pool that an earlier crash
+test's ``setup`` started in the pytest process (a library's module-level
+``ThreadPoolExecutor``, as agent-runloop's ``agent_loop.sqlite_io``) is copied by the fork
+that makes the next test's fork server, without its thread; the pool counted it as idle and
+never ran what a worker submitted, so the second test's correct agent timed out. The fork
+server makes such pools start afresh (``_process/forked_pools.py``)."""
 
 from __future__ import annotations
 
@@ -53,8 +44,6 @@ def test_second(crashpoints):
 """
 
 
-@pytest.mark.xfail(strict=True, reason="known bug: a setup's thread pool, inherited without "
-                   "its threads by the next crash test's workers (module docstring)")
 def test_a_setup_leaves_nothing_the_next_tests_workers_inherit(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_pool=TESTS)
     result = pytester.runpytest_subprocess("-p", "crashpoints", "-p", "no:randomly",
