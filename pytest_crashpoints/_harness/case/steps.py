@@ -29,6 +29,7 @@ from ..._process.delivery import deliver_concurrently
 from ..._process.forkserver import serving
 from ..._process.interleaving import run_interleaved
 from ..._process.outcome import Completed, Killed, Outcome, Raised, TimedOut
+from ..._process.warm_sdks import warm_sdk_caches
 from ..._process.worker import start_worker
 from ...errors import CrashpointsError, WorkerNotPaused
 from ..storage.agentfiles import (
@@ -910,6 +911,7 @@ def _prepare_parent() -> None:
     with contextlib.suppress(OSError):
         socket.getaddrinfo("localhost", 80, type=socket.SOCK_STREAM)
     prime_wall_time_pins()
+    warm_sdk_caches()
 
 
 @contextlib.contextmanager
