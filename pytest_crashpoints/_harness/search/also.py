@@ -9,17 +9,22 @@ budget now looks for the invariants not yet seen, and keeps one schedule for eac
   their order: the first schedule that breaks an invariant no schedule before it broke is
   kept for it (the failure is still the first failing schedule; schedules after it that
   break only what was seen are run and counted, not reported);
-- Hypothesis mode gets the examples its search had left when the failure was found
-  (``max_examples`` less the examples drawn until then; shrinking is not counted, as in
-  Hypothesis itself), spent in rounds: each round is a search of its own (a seed derived
-  from the test's, an example database entry of its own) whose property fails only on a
-  case that breaks an invariant not yet seen, and Hypothesis shrinks that case; a round
-  that finds nothing, an empty budget, or every invariant of the test seen, ends it.
+- Hypothesis mode gets half the test's ``max_examples`` (a shard's share; rounded up:
+  :func:`also_budget`), spent in rounds: each round is a search of its own, from a seed
+  derived from the test's and the invariants seen, whose property fails only on a case that
+  breaks an invariant not yet seen, and Hypothesis shrinks that case; each round spends the
+  examples it drew until that case (shrinking is not counted, as in Hypothesis itself). A
+  round that finds nothing, an empty budget, or every invariant of the test seen, ends it.
+  The budget does not depend on where the failure's own search found it, and the rounds
+  use no example database: what the database replays first (the failure, at once) changes
+  nothing here, so the same seed finds the same schedules.
 
 A case that is no verdict on the agent (it timed out, or reached past the simulated world)
 reports nothing here. The search runs only after a failure that broke an invariant: a
-passing test costs what it cost before, a failing one at most what a passing one costs
-(plus the shrinking of what it finds).
+passing test costs what it cost before; a failing one in exhaustive mode at most what a
+passing one costs, in Hypothesis mode at most half as many examples more (plus the
+shrinking of what it finds, and a real kill to confirm each schedule the states engine
+found).
 """
 
 from __future__ import annotations
@@ -34,13 +39,13 @@ from ..verdict.invariants import INVARIANTS, invariant_key
 from .findings import AlsoBroken
 from .token import replay_command, replay_token
 
-__all__ = ["Draw", "OtherInvariants", "drawn_rounds"]
+__all__ = ["Draw", "OtherInvariants", "also_budget", "drawn_rounds"]
 
 Invariant = int | str
-#: A Hypothesis search the explorer builds: ``draw(prop, max_examples=, seed=, key=)`` is a
-#: callable that runs ``prop`` on up to ``max_examples`` drawn schedules (a seed of its own,
-#: ``None``: Hypothesis's own; an example database entry under ``key``) and raises what the
-#: property raised for the shrunk failing one.
+#: A Hypothesis search the explorer builds: ``draw(prop, max_examples=, seed=, key=None)`` is
+#: a callable that runs ``prop`` on up to ``max_examples`` drawn schedules (from ``seed``;
+#: ``None``: Hypothesis's own; no example database) and raises what the property raised for
+#: the shrunk failing one.
 Draw = Callable[..., Callable[[], None]]
 
 
@@ -110,16 +115,14 @@ class OtherInvariants:
         )
         return int.from_bytes(digest.digest()[:8], "big")
 
-    def database_key(self) -> bytes:
-        """Where Hypothesis keeps the shrunk case of a round: the test's node id and the
-        invariants seen, so a later run replays it first for the same search, and never
-        mixes it with the failure's own entry."""
-        return hashlib.sha256(
-            f"pytest-crashpoints:{self.nodeid}:also after {self._seen_text()}".encode()
-        ).digest()
-
     def _seen_text(self) -> str:
         return ",".join(str(n) for n in sorted(self.seen, key=invariant_key))
+
+
+def also_budget(max_examples: int) -> int:
+    """The examples the Hypothesis rounds after a failure may draw in all: half the
+    search's own ``max_examples``, rounded up."""
+    return -(-max_examples // 2)
 
 
 class _Found(AssertionError):
@@ -157,12 +160,7 @@ def drawn_rounds(
                 first = first or drawn
                 raise _Found(result)
 
-        test = draw(
-            prop,
-            max_examples=budget,
-            seed=search.round_seed(seed, number),
-            key=search.database_key(),
-        )
+        test = draw(prop, max_examples=budget, seed=search.round_seed(seed, number), key=None)
         try:
             test()
         except _Found as exc:  # Hypothesis re-raises the shrunk failing case last

@@ -38,7 +38,7 @@ from ..case.schedule import COVERAGE_KINDS, KIND_LABELS, Deliver, Schedule
 from ..case.steps import INCONCLUSIVE, WORLD_LIMIT, fork_server_for
 from ..verdict.evidence import ExpectedEffect
 from ..verdict.invariants import invariant_key, invariant_name
-from .also import OtherInvariants, drawn_rounds
+from .also import OtherInvariants, also_budget, drawn_rounds
 from .engine import KEEP_BUDGET, StatesEngine, states_supported
 from .findings import ExplorationReport, Failure
 from .jobs import run_in_order
@@ -596,18 +596,14 @@ class _Explorer:
             # Each shard draws its share of the examples, from a seed of its own.
             examples = max(1, -(-examples // self.settings.shard[1]))
         self.plan(examples)
-        #: Examples drawn, and how many it took to find the first failing one.
-        drawn = [0, 0]
 
         def crash_schedule(schedule: Schedule) -> None:
-            drawn[0] += 1
             try:
                 result = self.run(schedule, "hypothesis")
             except Exception as exc:
                 raised.append((schedule, exc))
                 raise
             if not result.passed:
-                drawn[1] = drawn[1] or drawn[0]
                 failing.append(result)
                 raise _CaseFailed(result)
 
@@ -629,7 +625,7 @@ class _Explorer:
         except _CaseFailed as exc:
             # Hypothesis re-raises the minimal failing example last.
             self.fail(exc.result)
-            self._look_further_drawn(space, examples - drawn[1])
+            self._look_further_drawn(space, also_budget(examples))
         except Exception as exc:  # e.g. Flaky: the failure did not reproduce
             if raised:
                 # A case raised inside the harness (and, if Hypothesis calls it flaky, did not
@@ -653,11 +649,11 @@ class _Explorer:
         *,
         max_examples: int,
         seed: int | None,
-        key: bytes,
+        key: bytes | None,
     ) -> Callable[[], None]:
         """``prop`` run by Hypothesis on up to ``max_examples`` schedules drawn from ``space``
         (from ``seed``, if not ``None``), a failing one shrunk and re-raised; the example
-        database keeps it under ``key``."""
+        database keeps it under ``key`` (``None``: no database, nothing replayed first)."""
         from hypothesis import HealthCheck, given
         from hypothesis import seed as seeded
         from hypothesis import settings as hsettings
@@ -671,7 +667,9 @@ class _Explorer:
             test = seeded(seed)(test)
         # Applied after seed(), which turns the example database off: the profile's database
         # stays on, so a failing schedule is replayed first next time.
+        database: dict[str, Any] = {} if key is not None else {"database": None}
         test = hsettings(
+            **database,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
             # Looking for more failures after the first one goes on for ten seconds of wall
@@ -681,7 +679,8 @@ class _Explorer:
             report_multiple_bugs=False,
             max_examples=max_examples,
         )(test)
-        test._hypothesis_internal_database_key = key  # type: ignore[attr-defined]
+        if key is not None:
+            test._hypothesis_internal_database_key = key  # type: ignore[attr-defined]
         return test
 
     def top_up(self, space: Space) -> None:
@@ -743,8 +742,8 @@ class _Explorer:
         self._looked(search, started)
 
     def _look_further_drawn(self, space: Space, budget: int) -> None:
-        """The Hypothesis rounds after the failure (``also.drawn_rounds``), on the
-        ``budget`` of examples the failure's search had left."""
+        """The Hypothesis rounds after the failure (``also.drawn_rounds``), on a
+        ``budget`` of examples of their own."""
         search = self._other_invariants()
         if search is None or budget <= 0:
             return
