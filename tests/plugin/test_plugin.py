@@ -187,15 +187,16 @@ def test_expect_fails_when_the_bug_is_not_caught(pytester: pytest.Pytester) -> N
 def test_expect_of_more_than_one_schedule_breaks_says_why_it_was_not_met(
     pytester: pytest.Pytester,
 ) -> None:
-    """One schedule broke invariant 1, and the test also expects 4: the message says the
-    exploration stops at the first failing schedule, and what to do."""
+    """The failing schedule broke invariant 1 (and 2 and 6), none after it 4, and the test
+    also expects 4: the message says what the failing schedule and those found after it
+    broke, and what to do."""
     pytester.makepyfile(SCENARIO + CAUGHT.replace("expect=1", "expect=[1, 4]"))
     result = run(pytester)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         ["*was not caught: expected a violation of invariant(s) [[]1, 4], found [[]1, 2, 6] *"
-         "The exploration stops at the first failing schedule*give each other bug a test of "
-         "its own."]
+         "The failing schedule and the schedules found after it broke only these: a larger "
+         "budget*give each other bug a test of its own."]
     )
 
 
