@@ -3,7 +3,8 @@
 A test marked ``expect=N`` passes only when the harness finds a failing schedule whose
 violations include invariant N (the summary reports it as "caught"); it fails when the bug
 goes unnoticed. ``expect=[N, M]`` needs both, from the failing schedule or from those found
-after it for the other invariants. The agents live in :mod:`scenarios.broken.agents`; README.md has the table.
+after it for the other invariants. The agents live in :mod:`scenarios.broken.agents`;
+README.md has the table.
 """
 
 from __future__ import annotations

@@ -124,7 +124,7 @@ def test_hypothesis_mode_shrinks_one_for_each_other_invariant_the_same_every_run
     # Both bugs are reported, each by its minimal schedule (two faults a schedule may have,
     # shrunk to the kill and one change), whichever the first search found.
     assert {4, 5} <= set(one.failure.every_invariant)
-    assert one.failure.also and 0 < one.failure.also_cases
+    assert one.failure.also and one.failure.also_cases > 0
     assert {str(one.failure.schedule), *(str(a.schedule) for a in one.failure.also)} == {
         MOVED, RELEASED
     }

@@ -102,7 +102,7 @@ def test_two_shards_merged_are_the_unsharded_run(
     broken = merged["test_broken"]
     assert broken["verdict"] == "failed" and 1 in broken["failure"]["invariants"]
     assert broken["failure"]["token"] == whole["test_broken"]["failure"]["token"]
-    assert [r["index"] for r in broken["schedules"] if r["verdict"] == "failed"][0] == 1
+    assert next(r["index"] for r in broken["schedules"] if r["verdict"] == "failed") == 1
     # What one machine found after its failure, from what each shard found after its own.
     for name in ("test_broken", "test_two_bugs"):
         one, both = whole[name]["failure"], merged[name]["failure"]
