@@ -70,6 +70,9 @@ def show(path: Path, *, out: TextIO | None = None) -> int:
             for violation in also["violations"]:
                 print(violation, file=stream)
             print(f"replay: {also['replay_command']}", file=stream)
+        if failure.get("also_stopped"):
+            print(f"the search for other invariants stopped early: {failure['also_stopped']}",
+                  file=stream)
     return 1 if any(verdict_of(t) in ("failed", "error") for t in document["tests"]) else 0
 
 

@@ -459,6 +459,11 @@ def _also(tid: str, failure: Mapping[str, Any]) -> list[str]:
             '<span class="copied" role="status" aria-live="polite"></span>',
             "</div>",
         ]
+    if failure.get("also_stopped"):
+        lines.append(
+            '<p class="error">The search for other invariants stopped early: '
+            f"{escape(failure['also_stopped'])}</p>"
+        )
     return lines
 
 

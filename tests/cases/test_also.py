@@ -144,3 +144,41 @@ def test_a_recovery_with_one_bug_reports_no_other(tmp_path: Path) -> None:
     assert report.failure is not None and str(report.failure.schedule) == MOVED
     assert report.failure.also == () and report.failure.also_cases > 0
     assert "no other invariant broken in " in render_failure(report)
+
+
+class _RefusesAnOwnerlessAttempt:
+    """A ledger view (the reference ledger's) that raises on reading an in-flight attempt
+    without an owner: a view of the user's own that cannot take what it reads."""
+
+    def __init__(self, ledger: object) -> None:
+        self._ledger = ledger
+
+    def attempts(self) -> object:
+        attempts = self._ledger.attempts()  # type: ignore[attr-defined]
+        if any(a.in_flight and a.owner is None for a in attempts):
+            raise RuntimeError("an attempt without an owner: this view cannot read it")
+        return attempts
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._ledger, name)
+
+
+def test_a_case_that_raises_after_the_failure_stops_the_search_and_says_so(
+    tmp_path: Path,
+) -> None:
+    """The failure stands; the search for the others stops at the case that raised (in the
+    user's ledger view), and the report says which and why."""
+    scenario = dataclasses.replace(
+        SCENARIO, ledger_view=lambda ctx: _RefusesAnOwnerlessAttempt(ctx.ledger)
+    )
+    report = explore(scenario, EXHAUSTIVE, base_dir=tmp_path, nodeid="test_two.py::test_two")
+    failure = report.failure
+    assert failure is not None and str(failure.schedule) == MOVED
+    assert failure.invariants == (1, 2, 4) and failure.also == ()
+    assert failure.also_stopped == (
+        "a case raised RuntimeError: an attempt without an owner: this view cannot read it "
+        f"(schedule: {RELEASED})"
+    )
+    assert "the search for other invariants stopped early: a case raised RuntimeError" in (
+        render_failure(report)
+    )

@@ -182,7 +182,9 @@ def test_rounds_end_when_every_invariant_is_seen() -> None:
 # -- what a failure says of them --------------------------------------------------------------
 
 
-def failure(*, also: Sequence[AlsoBroken] = (), cases: int = 0) -> Failure:
+def failure(
+    *, also: Sequence[AlsoBroken] = (), cases: int = 0, stopped: str | None = None
+) -> Failure:
     return Failure(
         schedule=Schedule((Deliver(0, KillAt("B", 1)), Recover())),
         token="T1",
@@ -197,6 +199,7 @@ def failure(*, also: Sequence[AlsoBroken] = (), cases: int = 0) -> Failure:
         rerun_fingerprint="a" * 64,
         also=tuple(also),
         also_cases=cases,
+        also_stopped=stopped,
     )
 
 
@@ -310,6 +313,16 @@ def test_show_and_the_html_page_show_them(
     assert "Also breaks invariant(s) 5</h3>" in page
     assert f'<code id="t1-also1-replay">{also.replay_command}</code>' in page
     assert 'data-copy="t1-also1-replay"' in page
+    stopped = failure(also=[also], cases=4, stopped="a case raised RuntimeError: no")
+    path.write_text(json.dumps(document(entry_of(stopped))))
+    assert main(["show", str(path)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    said = "the search for other invariants stopped early: a case raised RuntimeError: no"
+    assert out[-1] == said
+    assert "stopped early: a case raised RuntimeError: no</p>" in render_html(
+        document(entry_of(stopped))
+    )
+    assert render_failure(report_of(stopped)).splitlines()[-1] == out[-1]
 
 
 # -- crashpoints merge ----------------------------------------------------------------------
