@@ -582,7 +582,7 @@ class _Explorer:
         try:
             run_in_order(rest, running, failed=lambda ran: False, on_result=considered)
         except Exception as exc:  # the first failure stands: its search stops, and says why
-            self._stop_looking(search, exc, None)
+            self._stop_looking(exc, None)
         self._looked(search, started)
 
     def hypothesis(self, space: Space) -> None:
@@ -665,8 +665,8 @@ class _Explorer:
         )
         if seed is not None:
             test = seeded(seed)(test)
-        # Applied after seed(), which turns the example database off: the profile's database
-        # stays on, so a failing schedule is replayed first next time.
+        # Applied after seed(), which turns the example database off: with a key, the
+        # profile's database stays on, so a failing schedule is replayed first next time.
         database: dict[str, Any] = {} if key is not None else {"database": None}
         test = hsettings(
             **database,
@@ -736,7 +736,7 @@ class _Explorer:
             try:
                 result = self.run(schedule, phase, index=index)
             except Exception as exc:  # the first failure stands: its search stops, and says why
-                self._stop_looking(search, exc, schedule)
+                self._stop_looking(exc, schedule)
                 break
             self._consider(search, result, index=index)
         self._looked(search, started)
@@ -752,19 +752,29 @@ class _Explorer:
         seed = None if self.settings.seed is None else shard_seed(
             self.settings.seed, self.settings.shard
         )
+        raised: list[Schedule] = []
+
+        def run(schedule: Schedule) -> CaseResult:
+            try:
+                return self.run(schedule, "hypothesis")
+            except Exception:
+                raised.append(schedule)
+                raise
+
         rounds = drawn_rounds(
             search,
             budget=budget,
             seed=seed,
             draw=lambda prop, **how: self._drawn(prop, space, **how),
-            run=lambda schedule: self.run(schedule, "hypothesis"),
+            run=run,
         )
         try:
             with _shrinking_without_a_time_limit():
                 for found in rounds:
                     self._consider(search, found, index=None)
         except Exception as exc:  # the first failure stands: its search stops, and says why
-            self._stop_looking(search, exc, None)
+            # Hypothesis runs the shrunk case that raised last, and raises what it raised.
+            self._stop_looking(exc, raised[-1] if raised else None)
         self._looked(search, started)
 
     def _consider(self, search: OtherInvariants, result: CaseResult, *, index: int | None) -> None:
@@ -782,9 +792,9 @@ class _Explorer:
             result = real
         search.keep(result, index=index)
 
-    def _stop_looking(
-        self, search: OtherInvariants, exc: Exception, schedule: Schedule | None
-    ) -> None:
+    def _stop_looking(self, exc: Exception, schedule: Schedule | None) -> None:
+        """The search after the failure stopped: ``exc`` was raised (by the case of
+        ``schedule``, if known). Said on the failure; what it found so far is kept."""
         where = f" (schedule: {schedule})" if schedule is not None else ""
         failure = self.report.failure
         assert failure is not None
