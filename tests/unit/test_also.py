@@ -285,6 +285,9 @@ def test_the_gate_counts_them_for_expect_and_shows_them() -> None:
     missed = entry_of(failure(also=[also], cases=9), expect=[4, 6])
     failed = entry_of(failure(also=[also], cases=9))
     assert why(caught) == "" and why(missed) == "broken agent not caught"
+    # Failed for another reason (the engines disagreed): what it expected was found.
+    disagreed = entry_of(failure(also=[also], cases=9), expect=[4, 5])
+    assert why(disagreed) == "invariant violated"
     table = render_table(document(caught, missed, failed))
     assert table.splitlines()[2].split("  ")[0] == NODEID
     assert "4; also 5" in table.splitlines()[2]
