@@ -1,9 +1,9 @@
 """After the first failure: the other invariants the test breaks.
 
-Exploration used to end at its first minimal failing schedule, so a bug that breaks two
-invariants in two different schedules was reported by the one found first. The rest of the
-budget now looks for the invariants not yet seen, and keeps one schedule for each
-(:class:`~.findings.AlsoBroken`), minimal for its mode:
+A bug can break two invariants in two different schedules, and the failure (the first
+minimal failing schedule) shows one of them. After it, the rest of the budget looks for the
+invariants not yet seen, and keeps one schedule for each (:class:`~.findings.AlsoBroken`),
+minimal for its mode:
 
 - exhaustive mode (and the coverage schedules) goes on through the rest of its schedules, in
   their order: the first schedule that breaks an invariant no schedule before it broke is
