@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..case.runner import CaseResult
@@ -13,7 +13,51 @@ from ..case.waited import Waited
 from ..verdict.invariants import INVARIANTS, invariant_key
 from ..verdict.printable import for_terminal
 
-__all__ = ["ExplorationReport", "Failure", "ScheduleRun", "out_of_reach", "render_failure"]
+__all__ = [
+    "AlsoBroken",
+    "ExplorationReport",
+    "Failure",
+    "ScheduleRun",
+    "also_names",
+    "out_of_reach",
+    "render_failure",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class AlsoBroken:
+    """A failing schedule found after the failure, reported for the invariants it breaks
+    that neither the failure nor an ``AlsoBroken`` before it broke: in exhaustive mode (and
+    the coverage schedules) the first such schedule in their order, in Hypothesis mode one
+    shrunk for them. Its replay token replays it alone, as the failure's does."""
+
+    #: The invariants it is reported for (those no schedule reported before it broke): the
+    #: six by number, then invariants of your own by name.
+    invariants: tuple[int | str, ...]
+    #: Every invariant the schedule broke (``invariants`` and some the failure broke too).
+    broken: tuple[int | str, ...]
+    schedule: Schedule
+    token: str
+    replay_command: str
+    #: The violations of ``invariants``, each with its evidence lines.
+    violations: tuple[str, ...]
+    #: What each invariant of your own among ``invariants`` says.
+    titles: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: Its place among the faulted schedules enumerated (exhaustive mode), else ``None``.
+    index: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "invariants": list(self.invariants),
+            "broken": list(self.broken),
+            "schedule": self.schedule.to_dict(),
+            "schedule_text": str(self.schedule),
+            "token": self.token,
+            "replay_command": self.replay_command,
+            "violations": list(self.violations),
+            "titles": dict(self.titles),
+            "index": self.index,
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +84,21 @@ class Failure:
     #: The failing case as data (its timeline, ledger rows and violations with what they
     #: name): see ``record.case_record``.
     case: Mapping[str, Any] | None = None
+    #: What the rest of the exploration's budget found after this failure: a schedule for
+    #: each invariant this one did not break (``AlsoBroken``), in the order found.
+    also: tuple[AlsoBroken, ...] = ()
+    #: Cases that search ran (0: it did not run: a replay, a failure that broke no
+    #: invariant or is no verdict on the agent, or no budget left).
+    also_cases: int = 0
+    #: Why that search stopped before its budget was spent (a case of it raised), if it did.
+    also_stopped: str | None = None
+
+    @property
+    def every_invariant(self) -> tuple[int | str, ...]:
+        """The invariants this failure and the schedules found after it broke, in order
+        (the six by number, then your own by name)."""
+        found = {*self.invariants, *(n for also in self.also for n in also.invariants)}
+        return tuple(sorted(found, key=invariant_key))
 
     @property
     def inconclusive(self) -> str | None:
@@ -74,6 +133,7 @@ class Failure:
         data["titles"] = dict(self.titles)
         data["schedule"] = self.schedule.to_dict()
         data["schedule_text"] = str(self.schedule)
+        data["also"] = [also.to_json() for also in self.also]
         return data
 
 
@@ -320,10 +380,38 @@ def render_failure(report: ExplorationReport) -> str:
         f"cases run: {report.cases}; seed: {report.seed}",
         f"run directory (kept): {failure.run_dir}",
         f"replay: {failure.replay_command}",
+        *_also_lines(failure),
     ]
     # Names, messages and output of the code under test are in it: no control character
     # reaches the terminal as one.
     return for_terminal("\n".join(lines))
+
+
+def _also_lines(failure: Failure) -> list[str]:
+    """What the rest of the budget found after the failure: each other invariant broken,
+    with its own schedule, violations and replay command (nothing when it did not look)."""
+    if not failure.also_cases and not failure.also_stopped:
+        return []
+    searched = f"{failure.also_cases} more case(s)"
+    if not failure.also:
+        lines = ["", f"no other invariant broken in {searched} after it"]
+    else:
+        lines = ["", f"other invariants broken (looked for in {searched} after it):"]
+    for also in failure.also:
+        lines.append(f"also breaks {also_names(also.invariants, also.titles)}: {also.schedule}")
+        lines += [f"    {line}" for v in also.violations for line in v.splitlines()]
+        lines.append(f"    replay: {also.replay_command}")
+    if failure.also_stopped:
+        lines.append(f"the search for other invariants stopped early: {failure.also_stopped}")
+    return lines
+
+
+def also_names(invariants: Sequence[int | str], titles: Mapping[str, str]) -> str:
+    """``invariant 5 (in-flight work ...)``, or ``invariants 4 (...), 5 (...)``."""
+    names = ", ".join(
+        f"{n} ({INVARIANTS[n] if isinstance(n, int) else titles.get(n, n)})" for n in invariants
+    )
+    return f"invariant{'s' if len(invariants) > 1 else ''} {names}"
 
 
 def _heading(failure: Failure) -> str:
