@@ -58,7 +58,7 @@ CREATE TABLE IF NOT EXISTS model_calls(
     request_id TEXT PRIMARY KEY, seq INTEGER NOT NULL, time REAL NOT NULL, api TEXT NOT NULL,
     model TEXT NOT NULL, label TEXT, digest TEXT NOT NULL, turn INTEGER NOT NULL,
     asked INTEGER NOT NULL, text TEXT, tool_calls TEXT NOT NULL, prompt_tokens INTEGER NOT NULL,
-    completion_tokens INTEGER NOT NULL, error TEXT)
+    completion_tokens INTEGER NOT NULL, error TEXT, streamed INTEGER NOT NULL)
 """
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -79,7 +79,8 @@ class ModelCall:
     many answers of the model the conversation held; ``asked``: how many times the same
     question was answered before; ``text`` and ``tool_calls``: the answer (with the ids the
     model gave the calls); ``prompt_tokens``, ``completion_tokens``: estimates (four characters
-    a token); ``error``: why the script had no answer (then nothing was answered).
+    a token); ``error``: why the script had no answer (then nothing was answered);
+    ``streamed``: whether the request asked for the answer as a stream of events.
     """
 
     request_id: str
@@ -96,6 +97,7 @@ class ModelCall:
     prompt_tokens: int
     completion_tokens: int
     error: str | None
+    streamed: bool = False
 
     @property
     def answer(self) -> str:
@@ -259,6 +261,7 @@ class Model(Provider):
             "model": model, "label": key.label, "digest": digest, "turn": conversation.turn,
             "asked": conversation.asked, "text": None, "tool_calls": "[]",
             "prompt_tokens": prompt_tokens, "completion_tokens": 0, "error": None,
+            "streamed": int(bool(request.get("stream"))),
         }
         try:
             turn = self._answer(conversation)
@@ -353,7 +356,7 @@ def _call_record(row: sqlite3.Row) -> ModelCall:
         tool_calls=tuple(ToolCall(name, args, call_id)
                          for call_id, name, args in json.loads(row["tool_calls"])),
         prompt_tokens=row["prompt_tokens"], completion_tokens=row["completion_tokens"],
-        error=row["error"],
+        error=row["error"], streamed=bool(row["streamed"]),
     )
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import functools
 import os
+import sqlite3
+import sys
 from typing import Any
 
 import pytest
@@ -22,6 +24,11 @@ pytest.importorskip(
     "pydantic_ai.durable_exec.dbos",
     reason="the Pydantic AI scenarios need pydantic-ai with DBOS: pip install -e .[agents]",
 )
+
+if sys.version_info >= (3, 12) and sqlite3.sqlite_version_info < (3, 42):
+    # DBOS on Python 3.12+ writes its system database with unixepoch('subsec').
+    pytest.skip(f"DBOS on Python 3.12+ needs SQLite 3.42 or later, not {sqlite3.sqlite_version}",
+                allow_module_level=True)
 
 from pytest_crashpoints import Context, SQLiteLedgerView, State
 from scenarios import pydantic_dbos_support

@@ -93,6 +93,7 @@ def test_the_openai_sdk_gets_scripted_tool_calls_and_sends_the_results_back(
         (1, "chat.completions", "'Refunded.'"),
     ]
     assert model.calls()[0].tool_calls[0].id == tool_call.id
+    assert not any(c.streamed for c in model.calls())
 
 
 def test_the_openai_responses_api(model: Model, url: str) -> None:
@@ -156,6 +157,7 @@ def test_a_streamed_chat_completion_is_the_same_answer_in_chunks(model: Model, u
     assert [c.choices[0].finish_reason for c in chunks[:-1]][-1] == "tool_calls"
     assert chunks[-1].choices == [] and chunks[-1].usage is not None  # include_usage
     [recorded] = model.calls()
+    assert recorded.streamed
     assert calls == {0: {"id": recorded.tool_calls[0].id, "name": "refund",
                          "arguments": json.dumps({"charge": "ch_1", "amount": 1500})}}
     # The next turn's text, streamed without usage: no usage chunk.
@@ -233,6 +235,7 @@ def test_a_streamed_answer_names_the_tools_it_calls(model: Model, connect: Conne
     assert answer.text.endswith("data: [DONE]\n\n")
     [record] = model.journal.requests()
     assert (record.kind, record.effect_applied) == ("read", False)
+    assert [c.streamed for c in model.calls()] == [True]
     info = answer.extensions.get("crashpoints")
     if info is not None:  # in-process: the response object itself
         assert isinstance(info, ResponseInfo) and info.tool_calls == ("refund",)
