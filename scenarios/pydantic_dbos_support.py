@@ -50,13 +50,12 @@ def _stripe() -> httpx.AsyncClient:
 
 @DBOS.step()
 async def look_up_charge(charge_id: str) -> str:
-    """Look up a charge: its amount, currency, and how much of it was refunded (in cents)."""
+    """Look up a charge: its amount (in cents) and currency."""
     async with _stripe() as stripe:
         response = await stripe.get(f"/v1/charges/{charge_id}")
     response.raise_for_status()
     charge = response.json()
-    return (f"{charge['id']}: {charge['amount']} {charge['currency']}, "
-            f"{charge['amount_refunded']} refunded")
+    return f"{charge['id']}: {charge['amount']} {charge['currency']}"
 
 
 @DBOS.step()

@@ -45,12 +45,11 @@ class Shop:
 
 
 async def look_up_charge(ctx: RunContext[Shop], charge_id: str) -> str:
-    """Look up a charge: its amount, currency, and how much of it was refunded (in cents)."""
+    """Look up a charge: its amount (in cents) and currency."""
     response = await ctx.deps.stripe.get(f"/v1/charges/{charge_id}")
     response.raise_for_status()
     charge = response.json()
-    return (f"{charge['id']}: {charge['amount']} {charge['currency']}, "
-            f"{charge['amount_refunded']} refunded")
+    return f"{charge['id']}: {charge['amount']} {charge['currency']}"
 
 
 async def refund_charge(ctx: RunContext[Shop], charge_id: str, amount: int) -> str:

@@ -8,12 +8,16 @@ ticket delivered twice or to two workers at once. On OpenAI's Responses API (Pyd
 default for ``openai:`` models) and on Anthropic's Messages (which Pydantic AI streams).
 
 The agent keeps no ledger: Stripe's and the model's journals are the evidence, against the
-fault-free run. Its twin without a key is in ``broken/test_pydantic_ai.py``.
+fault-free run; and an invariant of the test's own, ``the_customer_is_answered``, holds that
+some run of the ticket reaches the model's last words (a tool that raised on Stripe's refusal
+would refund once and fail the ticket on every delivery after). Its twin without a key is in
+``broken/test_pydantic_ai.py``.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,6 +28,7 @@ pytest.importorskip(
 
 from fake_providers import Script, call, say
 from pytest_crashpoints import Context
+from pytest_crashpoints.harness import Evidence
 from scenarios.pydantic_support import handle_ticket
 from scenarios.support_agent import CHARGE_ID, TICKET, create_charge
 
@@ -35,13 +40,25 @@ for _models in ("pydantic_ai.models.openai", "pydantic_ai.models.anthropic"):
 OPENAI = "openai:gpt-5.5"
 ANTHROPIC = "anthropic:claude-sonnet-5-5"
 
+#: The model's last words to the customer.
+DONE = "Refunded the 15 EUR shipping of order 7."
 #: Look the charge up, refund 15 EUR, say so; asked the refund question again: 20 EUR.
 SCRIPT = Script(
     [call("look_up_charge", charge_id=CHARGE_ID),
      call("refund_charge", charge_id=CHARGE_ID, amount=1500),
-     say("Refunded the 15 EUR shipping of order 7.")],
+     say(DONE)],
     on_reask={1: call("refund_charge", charge_id=CHARGE_ID, amount=2000)},
 )
+
+
+def the_customer_is_answered(evidence: Evidence) -> Iterator[str]:
+    """The ticket's run reaches the model's last words to the customer"""
+    # One refund is not enough: a tool that raises on Stripe's refusal of the ticket's key
+    # with another amount refunds once, and the ticket fails on every delivery after.
+    if not any(r.provider == "model" and r.status == 200 and r.message == 0
+               and (r.note or "").endswith(repr(DONE)) for r in evidence.requests):
+        yield (f"no run of ticket {TICKET['id']} reached the model's last words ({DONE!r}): "
+               "each delivery of it ended before the agent answered the customer")
 
 
 async def worker(ticket: dict[str, Any], ctx: Context, *, model: str = OPENAI,
@@ -71,10 +88,11 @@ every_fault = pytest.mark.crashpoints(
 
 @every_fault
 def test_a_refund_keyed_by_the_ticket_is_made_once(crashpoints):
-    crashpoints.run(worker=worker, messages=[TICKET], model=SCRIPT, setup=create_charge)
+    crashpoints.run(worker=worker, messages=[TICKET], model=SCRIPT, setup=create_charge,
+                    invariants=[the_customer_is_answered])
 
 
 @every_fault
 def test_on_anthropic_streamed_too(crashpoints):
     crashpoints.run(worker=anthropic_worker, messages=[TICKET], model=SCRIPT,
-                    setup=create_charge)
+                    setup=create_charge, invariants=[the_customer_is_answered])
