@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..._inject.commits import install_commit_hooks
 from ..._inject.failpoints import Fault, Kill, Pause, Raise, crashpoint
+from ..._inject.redis_commits import install_redis_hooks
 from ..._inject.wire import install_wire_hooks
 from ..._process.calling import call_to_completion
 from ..._process.clock import prime_wall_time_pins
@@ -100,6 +101,7 @@ def _enter(env: CaseEnv, worker_id: str, task_id: str | None) -> Context:
             where.append((parts.hostname or "127.0.0.1", parts.port or 80))
         install_wire_hooks(addresses, reads=models, smtp=relays)
     install_commit_hooks(exclude=[env.run_dir.journals, env.authority_path])
+    install_redis_hooks()
     install_sync_log(env.path)
     return ctx
 
