@@ -53,17 +53,23 @@ _BEFORE, _AFTER = COMMIT_POINTS
 #: The commands Redis 7 flags ``write`` (``COMMAND INFO``), and those of later versions that
 #: change hashes (7.4, 8.0), lower case.
 WRITES = frozenset(
-    """append bitfield bitop blmove blmpop blpop brpop brpoplpush bzmpop bzpopmax bzpopmin copy
-    decr decrby del expire expireat flushall flushdb geoadd georadius georadiusbymember
-    geosearchstore getdel getex getset hdel hincrby hincrbyfloat hmset hset hsetnx incr incrby
-    incrbyfloat linsert lmove lmpop lpop lpush lpushx lrem lset ltrim migrate move mset msetnx
-    persist pexpire pexpireat pfadd pfdebug pfmerge psetex rename renamenx restore
-    restore-asking rpop rpoplpush rpush rpushx sadd sdiffstore set setbit setex setnx setrange
-    sinterstore smove sort spop srem sunionstore swapdb unlink xack xadd xautoclaim xclaim xdel
-    xreadgroup xsetid xtrim zadd zdiffstore zincrby zinterstore zmpop zpopmax zpopmin
-    zrangestore zrem zremrangebylex zremrangebyrank zremrangebyscore zunionstore
-    hexpire hpexpire hexpireat hpexpireat hpersist hgetdel hgetex hsetex
-    eval evalsha fcall""".split()
+    {
+        "append", "bitfield", "bitop", "blmove", "blmpop", "blpop", "brpop", "brpoplpush",
+        "bzmpop", "bzpopmax", "bzpopmin", "copy", "decr", "decrby", "del", "expire", "expireat",
+        "flushall", "flushdb", "geoadd", "georadius", "georadiusbymember", "geosearchstore",
+        "getdel", "getex", "getset", "hdel", "hincrby", "hincrbyfloat", "hmset", "hset",
+        "hsetnx", "incr", "incrby", "incrbyfloat", "linsert", "lmove", "lmpop", "lpop", "lpush",
+        "lpushx", "lrem", "lset", "ltrim", "migrate", "move", "mset", "msetnx", "persist",
+        "pexpire", "pexpireat", "pfadd", "pfdebug", "pfmerge", "psetex", "rename", "renamenx",
+        "restore", "restore-asking", "rpop", "rpoplpush", "rpush", "rpushx", "sadd",
+        "sdiffstore", "set", "setbit", "setex", "setnx", "setrange", "sinterstore", "smove",
+        "sort", "spop", "srem", "sunionstore", "swapdb", "unlink", "xack", "xadd", "xautoclaim",
+        "xclaim", "xdel", "xreadgroup", "xsetid", "xtrim", "zadd", "zdiffstore", "zincrby",
+        "zinterstore", "zmpop", "zpopmax", "zpopmin", "zrangestore", "zrem", "zremrangebylex",
+        "zremrangebyrank", "zremrangebyscore", "zunionstore", "hexpire", "hpexpire",
+        "hexpireat", "hpexpireat", "hpersist", "hgetdel", "hgetex", "hsetex", "eval", "evalsha",
+        "fcall",
+    }
 )
 #: Container commands whose subcommands change data.
 _WRITING_SUBCOMMANDS = {
