@@ -191,6 +191,8 @@ class CaseEnv:
     urls: tuple[tuple[str, str], ...] = ()
     signing_secret: str = ""
     messages: tuple[Mapping[str, Any], ...] = ()
+    #: The case's own ``redis-server`` (``unix:///...``), when the test asks for one.
+    redis_url: str = ""
 
     @property
     def path(self) -> Path:
@@ -352,6 +354,18 @@ class Context:
     def base_url(self, provider: str) -> str:
         """The base URL of ``provider``'s loopback server, for any HTTP client or SDK."""
         return self.env.url(provider)
+
+    @property
+    def redis_url(self) -> str:
+        """The URL of the case's own ``redis-server`` (``unix:///.../redis.sock``, for
+        ``redis.Redis.from_url``), started for each case by ``crashpoints.run(..., redis=...)``.
+        Raises :class:`CrashpointsError` when the test did not ask for one."""
+        if not self.env.redis_url:
+            raise CrashpointsError(
+                "this case has no Redis of its own; pass redis=True (Redis's default "
+                "persistence) or redis={...redis.conf directives...} to crashpoints.run."
+            )
+        return self.env.redis_url
 
     def smtp_address(self, provider: str = "smtp") -> tuple[str, int]:
         """``(host, port)`` of the SMTP server of ``provider``, a relay reached over SMTP (the

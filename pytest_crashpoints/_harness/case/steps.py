@@ -52,6 +52,7 @@ from .world import World
 
 if TYPE_CHECKING:
     from ..._process.handle import Worker
+    from ..storage.agent_redis import AgentRedis
 
     StandIn = Callable[[Callable[..., object], Sequence[object], schedule.KillAt | None], Outcome]
 
@@ -416,6 +417,8 @@ class CaseRun:
         # backup a restore puts back (taken only for those: copying them means settling and
         # holding the servers, and closing the harness's own connections on the files).
         before = self._agent_files() if power_loss or backup_restore else None
+        if power_loss and self.world.redis is not None:
+            self.world.redis.sync_point(f"message {index} was about to be delivered")
         who = self._worker_id("worker")
         message = self.scenario.messages[index]
         text = f"message {index} to {who}"
@@ -453,6 +456,7 @@ class CaseRun:
             )
             self.delivery_between[index] = between_calls(hits)
             self.delivery_lossy[index] = tuple(sorted(lossy_databases(hits).items()))
+            self.delivery_lossy[index] += self._lossy_redis(hits)
             if self.fault_free:
                 self.delivery_lossy[index] += self._unsynced_files(who)
         self._record(who, outcome, kill)
@@ -489,6 +493,18 @@ class CaseRun:
             if size and size > synced.get(relative, -1):
                 out.append((relative, "file"))
         return tuple(out)
+
+    def _lossy_redis(self, hits: Sequence[Any]) -> tuple[tuple[str, str], ...]:
+        """The agent's Redis, if the delivery wrote to it and a restart can lose a write
+        (``agent_redis.py``): a power loss restarts it."""
+        redis = self.world.redis
+        wrote = any(
+            hit.point == "db.committed" and str(hit.context.get("db", "")).startswith("redis:")
+            for hit in hits
+        )
+        if redis is None or not wrote or redis.keeps_everything() is not None:
+            return ()
+        return (("redis", "redis"),)
 
     def unhooked(self) -> str:
         """For a worker that is a command: why its deliveries ran no Python with the
@@ -575,6 +591,8 @@ class CaseRun:
                     if path.is_file() and "journals" not in path.relative_to(self.env.path).parts:
                         parts.append(str(lose_unsynced(path)))
         parts += self._lose_unsynced_files(who, before)
+        if self.world.redis is not None:
+            parts.append(self._restart_redis(self.world.redis))
         if not parts:
             parts.append(
                 "every database it committed to syncs each commit: nothing more lost than by a kill"
@@ -582,6 +600,14 @@ class CaseRun:
         said = "; ".join(parts)
         self.history.add(self.step, self.clock.now(), "power", f"power lost: {said}", process=who)
         self.incidents.append(Incident(self.clock.now(), f"the power was lost ({said})"))
+
+    def _restart_redis(self, redis: AgentRedis) -> str:
+        """The agent's Redis after a power loss: restarted on what its files keep, unless
+        it syncs every write (then it keeps what a kill keeps); said in words."""
+        kept = redis.keeps_everything()
+        if kept is not None:
+            return f"Redis not restarted: {kept}"
+        return redis.restart()
 
     def deliver_midway(self, index: int, midway: schedule.Midway) -> None:
         """Deliver message ``index`` and, while its worker waits at the midway point,

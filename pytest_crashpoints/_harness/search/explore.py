@@ -773,7 +773,13 @@ def _explore(
     nodeid: str,
 ) -> ExplorationReport:
     with contextlib.ExitStack() as stack:
-        if settings.engine != "processes" and settings.replay is None and states_supported():
+        # The agent's Redis keeps its state outside the run directory: no crash state holds it.
+        if (
+            settings.engine != "processes"
+            and settings.replay is None
+            and scenario.redis is None
+            and states_supported()
+        ):
             explorer.engine = stack.enter_context(
                 StatesEngine(
                     scenario,
