@@ -1,0 +1,71 @@
+"""A power loss of a case whose agent keeps its state in Redis (``crashpoints.run(redis=...)``):
+the case's redis-server is restarted on what its files keep, from a sync point just before the
+delivery the power goes in; a plain kill keeps every write."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_crashpoints._harness.storage.agent_redis import RedisConfig
+from pytest_crashpoints.harness import Deliver, KillAt, Schedule, run_case
+from pytest_crashpoints.servers import find_redis_server
+
+from .conftest import email_task_scenario
+from .test_power_loss import send_email
+
+redis = pytest.importorskip("redis")
+pytestmark = pytest.mark.skipif(find_redis_server() is None, reason="needs redis-server")
+
+MESSAGES = ({"task_id": "t-1", "to": "ada@example.com", "n": 0},
+            {"task_id": "t-1", "to": "ada@example.com", "n": 1})
+
+
+def worker(message: dict[str, Any], ctx: Any) -> str:
+    """One key per message (``sent:<n>``), written before its e-mail (B): a redelivered message
+    whose key survived is not sent again."""
+    store = redis.Redis.from_url(ctx.redis_url)
+    try:
+        key = f"sent:{message['n']}"
+        if store.exists(key):
+            return "seen"
+        store.set(key, "pending")
+        send_email(message, ctx)
+        return "sent"
+    finally:
+        store.close()
+
+
+def scenario(config: dict[str, str]) -> Any:
+    base = email_task_scenario(worker, MESSAGES[0])
+    return dataclasses.replace(base, messages=MESSAGES, redis=RedisConfig.of(config or True))
+
+
+@pytest.mark.parametrize(
+    ("config", "said", "sent"),
+    [
+        ({}, "it loaded its last snapshot, dump.rdb", 3),
+        ({"appendonly": "yes"}, "lost its last", 3),
+        ({"appendonly": "yes", "appendfsync": "always"}, "Redis not restarted", 2),
+    ],
+    ids=["rdb", "everysec", "always"],
+)
+def test_a_power_loss_restarts_redis_on_what_it_kept_before_the_delivery(
+    tmp_path: Path, config: dict[str, str], said: str, sent: int
+) -> None:
+    schedule = Schedule((Deliver(0), Deliver(1, KillAt("B", 1), power_loss=True)))
+    result = run_case(scenario(config), schedule, base_dir=tmp_path)
+    assert said in result.timeline, result.timeline
+    if sent == 3:  # message 0's key, written before the sync point, is kept; message 1's not
+        assert "it holds 1 key(s) now" in result.timeline
+    assert len(result.expected_effects) == sent
+
+
+def test_a_plain_kill_keeps_every_write_to_redis(tmp_path: Path) -> None:
+    schedule = Schedule((Deliver(0), Deliver(1, KillAt("B", 1))))
+    result = run_case(scenario({}), schedule, base_dir=tmp_path)
+    assert "Redis restarted" not in result.timeline
+    assert len(result.expected_effects) == 2
