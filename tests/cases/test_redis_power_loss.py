@@ -69,3 +69,50 @@ def test_a_plain_kill_keeps_every_write_to_redis(tmp_path: Path) -> None:
     result = run_case(scenario({}), schedule, base_dir=tmp_path)
     assert "Redis restarted" not in result.timeline
     assert len(result.expected_effects) == 2
+
+
+def parks(message: dict[str, Any], ctx: Any) -> str:
+    """``job:<task>`` pending, the e-mail (B), then sent; one found pending is left alone
+    (recovery parks it)."""
+    store = redis.Redis.from_url(ctx.redis_url)
+    try:
+        key = f"job:{message['task_id']}"
+        if store.hsetnx(key, "status", "pending") == 0:
+            return "seen"
+        send_email(message, ctx)
+        store.hset(key, "status", "sent")
+        return "sent"
+    finally:
+        store.close()
+
+
+def recover(ctx: Any) -> None:
+    from pytest_crashpoints import crashpoint
+
+    store = redis.Redis.from_url(ctx.redis_url, decode_responses=True)
+    try:
+        for key in sorted(store.keys("job:*")):
+            if store.hget(key, "status") == "pending":
+                crashpoint("recovery.claimed", attempt_id=key)
+                store.hset(key, "status", "review")
+    finally:
+        store.close()
+
+
+def test_the_killed_recovery_replay_runs_on_a_copy_of_the_agents_redis(tmp_path: Path) -> None:
+    from pytest_crashpoints import State
+    from pytest_crashpoints.ledger import RedisLedgerView
+
+    def view(ctx: Any) -> RedisLedgerView:
+        states = {"pending": State.DISPATCHED, "sent": State.OUTCOME_CONFIRMED,
+                  "review": State.MANUAL_REVIEW}
+        return RedisLedgerView(ctx.redis_url, keys="job:*", columns={"state": "status"},
+                               states=states)
+
+    base = email_task_scenario(parks, MESSAGES[0])
+    case = dataclasses.replace(base, recover=recover, ledger_view=view, redis=RedisConfig())
+    result = run_case(case, Schedule((Deliver(0, KillAt("B", 1)),)), base_dir=tmp_path)
+    assert "recovery.claimed" in result.recovery_points
+    # Killed at its claim and run again on the copy, recovery ends where it did on the case's
+    # own Redis: nothing differs (on an empty Redis, the job's row would be missing).
+    assert result.passed, (result.violations, result.errors, result.timeline)
