@@ -155,3 +155,5 @@ def test_ctx_redis_url_without_a_redis_says_how_to_ask_for_one(tmp_path) -> None
         ctx.redis_url  # noqa: B018 - the property raises
     given = Context(CaseEnv(str(tmp_path), (), redis_url="unix:///x/redis.sock"), "worker-1")
     assert given.redis_url == "unix:///x/redis.sock"
+    assert given.sdk_env()["CRASHPOINTS_REDIS_URL"] == "unix:///x/redis.sock"
+    assert "CRASHPOINTS_REDIS_URL" not in ctx.sdk_env()

@@ -400,13 +400,15 @@ class Context:
         """Environment variables for an SDK, for ``task_id`` (default: this worker's task):
         ``CRASHPOINTS_<PROVIDER>_URL`` and ``CRASHPOINTS_<PROVIDER>_KEY`` for each provider
         of the case (for one reached over SMTP, also ``CRASHPOINTS_<PROVIDER>_HOST`` and
-        ``CRASHPOINTS_<PROVIDER>_PORT``), ``CRASHPOINTS_RUN_DIR``, ``CRASHPOINTS_PROCESS``
-        and, with a task, ``CRASHPOINTS_TASK_ID``. Without a task (recovery), the keys are set
+        ``CRASHPOINTS_<PROVIDER>_PORT``), ``CRASHPOINTS_RUN_DIR``, ``CRASHPOINTS_PROCESS``,
+        ``CRASHPOINTS_REDIS_URL`` (``ctx.redis_url``, with the case's own Redis) and, with a task, ``CRASHPOINTS_TASK_ID``. Without a task (recovery), the keys are set
         only when every task of the case holds the same authority. With the ``model``
         provider, also the variables the OpenAI and Anthropic SDKs read: ``OPENAI_BASE_URL``
         (its ``/v1``), ``OPENAI_API_KEY``, ``ANTHROPIC_BASE_URL`` and ``ANTHROPIC_API_KEY``."""
         task = task_id if task_id is not None else self.task_id
         env = {"CRASHPOINTS_RUN_DIR": str(self.env.path), "CRASHPOINTS_PROCESS": self.worker_id}
+        if self.env.redis_url:
+            env["CRASHPOINTS_REDIS_URL"] = self.env.redis_url
         authority: Authority | None = None
         if task is not None:
             env["CRASHPOINTS_TASK_ID"] = task
