@@ -401,8 +401,9 @@ class Context:
         ``CRASHPOINTS_<PROVIDER>_URL`` and ``CRASHPOINTS_<PROVIDER>_KEY`` for each provider
         of the case (for one reached over SMTP, also ``CRASHPOINTS_<PROVIDER>_HOST`` and
         ``CRASHPOINTS_<PROVIDER>_PORT``), ``CRASHPOINTS_RUN_DIR``, ``CRASHPOINTS_PROCESS``,
-        ``CRASHPOINTS_REDIS_URL`` (``ctx.redis_url``, with the case's own Redis) and, with a task, ``CRASHPOINTS_TASK_ID``. Without a task (recovery), the keys are set
-        only when every task of the case holds the same authority. With the ``model``
+        ``CRASHPOINTS_REDIS_URL`` (``ctx.redis_url``, with the case's own Redis) and, with a
+        task, ``CRASHPOINTS_TASK_ID``. Without a task (recovery), the keys are set only when
+        every task of the case holds the same authority. With the ``model``
         provider, also the variables the OpenAI and Anthropic SDKs read: ``OPENAI_BASE_URL``
         (its ``/v1``), ``OPENAI_API_KEY``, ``ANTHROPIC_BASE_URL`` and ``ANTHROPIC_API_KEY``."""
         task = task_id if task_id is not None else self.task_id
