@@ -227,9 +227,9 @@ class AgentRedis:
                 f"it had no snapshot ({self.config.describe()}): every key it held is gone"
             )
         return (
-            f"it loaded its last snapshot, {dump.name} ({self.config.describe()}; the harness "
-            f"took one when {self._since}, the agent may have taken one since): the "
-            f"{changes} change(s) made after it are gone"
+            f"it loaded its last snapshot, {dump.name}, taken when {self._since} or later by "
+            f"the agent ({self.config.describe()}): the {changes} change(s) made after it "
+            "are gone"
         )
 
     def _settle(self) -> None:
