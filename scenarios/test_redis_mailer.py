@@ -35,3 +35,11 @@ def jobs(ctx):
                          strict_coverage=False)
 def test_a_pending_mark_synced_before_the_send_survives_a_power_loss(crashpoints):
     crashpoints.run(worker=worker, messages=[JOB], ledger_view=jobs, redis=SYNCED)
+
+
+@needs_redis
+@pytest.mark.crashpoints(points="ABC", faults=["power_loss"], providers=["email"],
+                         mode="exhaustive", strict_coverage=False)
+def test_on_a_redis_that_syncs_each_write_a_power_loss_is_not_applicable(crashpoints):
+    report = crashpoints.run(worker=worker, messages=[JOB], ledger_view=jobs, redis=SYNCED)
+    assert any("appendfsync always" in reason for reason in report.not_applicable)
