@@ -100,7 +100,7 @@ class RedisLedgerView(SQLiteLedgerView):
         except ImportError:
             raise LedgerError(
                 "RedisLedgerView reads Redis with redis-py, which is not installed; "
-                "pip install redis."
+                "pip install 'pytest-crashpoints[redis]' (or redis)."
             ) from None
         return redis.Redis.from_url(self.url, socket_timeout=30)
 

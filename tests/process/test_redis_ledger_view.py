@@ -140,3 +140,13 @@ def test_a_server_that_does_not_answer_is_a_ledger_error(tmp_path) -> None:
     view = RedisLedgerView(f"unix://{tmp_path / 'none.sock'}", keys="job:*")
     with pytest.raises(LedgerError, match="the server did not answer"):
         view.attempts()
+
+
+def test_without_redis_py_the_view_says_what_to_install(
+    server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "redis", None)  # import redis raises ImportError
+    with pytest.raises(LedgerError, match=r"pip install 'pytest-crashpoints\[redis\]'"):
+        by_keys(server).attempts()
