@@ -116,3 +116,11 @@ def test_the_killed_recovery_replay_runs_on_a_copy_of_the_agents_redis(tmp_path:
     # Killed at its claim and run again on the copy, recovery ends where it did on the case's
     # own Redis: nothing differs (on an empty Redis, the job's row would be missing).
     assert result.passed, (result.violations, result.errors, result.timeline)
+
+
+def test_a_write_to_redis_places_the_automatic_a_before_the_next_tool_call(
+    tmp_path: Path,
+) -> None:
+    result = run_case(scenario({}), Schedule((Deliver(0), Deliver(1))), base_dir=tmp_path)
+    assert result.delivery_hits[0].get("A") == 1  # the pending key, then the e-mail: A
+    assert result.delivery_hits[0].get("db.committed") == 1
