@@ -124,3 +124,15 @@ def test_a_write_to_redis_places_the_automatic_a_before_the_next_tool_call(
     result = run_case(scenario({}), Schedule((Deliver(0), Deliver(1))), base_dir=tmp_path)
     assert result.delivery_hits[0].get("A") == 1  # the pending key, then the e-mail: A
     assert result.delivery_hits[0].get("db.committed") == 1
+
+
+@pytest.mark.parametrize("config", [{}, {"appendonly": "yes", "appendfsync": "always"}],
+                         ids=["rdb", "always"])
+def test_a_restored_backup_puts_redis_back_as_it_was_before_the_delivery(
+    tmp_path: Path, config: dict[str, str]
+) -> None:
+    schedule = Schedule((Deliver(0), Deliver(1, KillAt("B", 1), backup_restore=True)))
+    result = run_case(scenario(config), schedule, base_dir=tmp_path)
+    said = "Redis restored from a backup taken when message 1 was about to be delivered"
+    assert f"{said}: it holds 1 key(s)" in result.timeline, result.timeline
+    assert len(result.expected_effects) == 3  # even a Redis that syncs every write forgets

@@ -157,3 +157,15 @@ def test_ctx_redis_url_without_a_redis_says_how_to_ask_for_one(tmp_path) -> None
     assert given.redis_url == "unix:///x/redis.sock"
     assert given.sdk_env()["CRASHPOINTS_REDIS_URL"] == "unix:///x/redis.sock"
     assert "CRASHPOINTS_REDIS_URL" not in ctx.sdk_env()
+
+
+@pytest.mark.parametrize("agent_redis", [NOTHING, EVERYSEC], indirect=True,
+                         ids=["no-persistence", "everysec"])
+def test_a_backup_is_put_back_and_leaves_no_snapshot_behind(agent_redis: AgentRedis) -> None:
+    write(agent_redis, "job:1")
+    backup = agent_redis.backup()
+    write(agent_redis, "job:2")
+    assert not (agent_redis.server.folder / "dump.rdb").exists() or agent_redis.config.appendonly
+    said = agent_redis.restore(backup, "message 1 was about to be delivered")
+    assert keys(agent_redis) == ["job:1"]
+    assert said.endswith("it holds 1 key(s)")

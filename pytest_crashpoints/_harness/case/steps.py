@@ -52,7 +52,7 @@ from .world import World
 
 if TYPE_CHECKING:
     from ..._process.handle import Worker
-    from ..storage.agent_redis import AgentRedis
+    from ..storage.agent_redis import AgentRedis, RedisBackup
 
     StandIn = Callable[[Callable[..., object], Sequence[object], schedule.KillAt | None], Outcome]
 
@@ -417,8 +417,11 @@ class CaseRun:
         # backup a restore puts back (taken only for those: copying them means settling and
         # holding the servers, and closing the harness's own connections on the files).
         before = self._agent_files() if power_loss or backup_restore else None
+        redis_backup = None
         if power_loss and self.world.redis is not None:
             self.world.redis.sync_point(f"message {index} was about to be delivered")
+        if backup_restore and self.world.redis is not None:
+            redis_backup = self.world.redis.backup()
         who = self._worker_id("worker")
         message = self.scenario.messages[index]
         text = f"message {index} to {who}"
@@ -463,7 +466,7 @@ class CaseRun:
         if power_loss and before is not None:
             self._lose_power(who, outcome, before)
         if backup_restore and before is not None:
-            self._restore_backup(who, index, outcome, before)
+            self._restore_backup(who, index, outcome, before, redis_backup)
 
     def _fresh_context(self) -> None:
         """Close every connection this process holds on the run directory's files (a fresh
@@ -522,9 +525,16 @@ class CaseRun:
             return True
         return any(line.get("hooked") is True for line in hooks_of(self.env.run_dir.logs, who))
 
-    def _restore_backup(self, who: str, index: int, outcome: object, before: Backup) -> None:
-        """After a kill: the agent's files put back from the backup taken before this
-        delivery (the providers keep everything); said in the timeline."""
+    def _restore_backup(
+        self,
+        who: str,
+        index: int,
+        outcome: object,
+        before: Backup,
+        redis_backup: RedisBackup | None = None,
+    ) -> None:
+        """After a kill: the agent's files (and its Redis) put back from the backup taken
+        before this delivery (the providers keep everything); said in the timeline."""
 
         if not isinstance(outcome, Killed):
             said = f"no backup restored: {who} ended before its point"
@@ -537,6 +547,9 @@ class CaseRun:
                 f"backup restored: the agent's files as they were before message {index} was "
                 f"delivered ({names}); the providers keep what was done since"
             )
+            if self.world.redis is not None and redis_backup is not None:
+                when = f"message {index} was about to be delivered"
+                said += "; " + self.world.redis.restore(redis_backup, when)
             self.incidents.append(
                 Incident(
                     self.clock.now(),

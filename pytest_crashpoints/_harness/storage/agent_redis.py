@@ -44,7 +44,7 @@ from ..._servers.daemon import private_directory
 from ..._servers.redis_server import RedisDaemon
 from ...errors import CrashpointsError, ServerError
 
-__all__ = ["HARNESS_DIRECTIVES", "AgentRedis", "RedisConfig"]
+__all__ = ["HARNESS_DIRECTIVES", "AgentRedis", "RedisBackup", "RedisConfig"]
 
 #: Redis's default ``save`` rules (Redis 7).
 DEFAULT_SAVE = "3600 1 300 100 60 10000"
@@ -137,6 +137,13 @@ def _config(server: RedisDaemon, name: str) -> str:
     return str(reply[1]) if isinstance(reply, list) and len(reply) == 2 else ""
 
 
+@dataclasses.dataclass(frozen=True)
+class RedisBackup:
+    """The files of a Redis's data, by their names in its directory."""
+
+    files: Mapping[str, bytes]
+
+
 class AgentRedis:
     """One case's Redis (see the module docstring): started empty by :meth:`start`, stopped
     and removed with its files by :meth:`close`."""
@@ -215,10 +222,7 @@ class AgentRedis:
             self.server.kill()
             said = self._rdb_words(changes)
         self.server.start()
-        keys = _info(self.server, "keyspace")
-        held = sum(int(part.split("=", 1)[1]) for db in keys.values()
-                   for part in db.split(",") if part.startswith("keys="))
-        return f"Redis restarted: {said}; it holds {held} key(s) now"
+        return f"Redis restarted: {said}; it holds {self._held()} key(s) now"
 
     def _rdb_words(self, changes: str) -> str:
         dump = self.server.folder / (_config_file_name(self.server) or "dump.rdb")
@@ -248,6 +252,45 @@ class AgentRedis:
                     f"{BACKGROUND_PATIENCE:g} s; its log: {self.server.log}"
                 )
             time.sleep(0.01)
+
+    # -- a backup ------------------------------------------------------------------------------
+
+    def backup(self) -> RedisBackup:
+        """A copy of what the server holds now, as its files (a snapshot taken with ``SAVE``
+        or, with an append-only file, that file): what :meth:`restore` puts back."""
+        self._settle()
+        if self._live_appendonly():
+            files = {path.relative_to(self.server.folder).as_posix(): path.read_bytes()
+                     for path in sorted(self._aof_folder.iterdir()) if path.is_file()}
+        else:
+            dump = self.server.folder / (_config_file_name(self.server) or "dump.rdb")
+            existed = dump.exists()
+            self.server.call("SAVE")
+            files = {dump.name: dump.read_bytes()}
+            if not existed and not self.config.snapshots:
+                dump.unlink()  # a server that takes no snapshots keeps none of the backup's
+        return RedisBackup(files)
+
+    def restore(self, backup: RedisBackup, why: str) -> str:
+        """Kill the server, put ``backup``'s files back in place of its own, and start it on
+        them; what it holds then, in words (``why``: when the backup was taken)."""
+        self._settle()
+        self.server.kill()
+        shutil.rmtree(self._aof_folder, ignore_errors=True)
+        for name in backup.files:
+            (self.server.folder / name).unlink(missing_ok=True)
+        for name, data in backup.files.items():
+            target = self.server.folder / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        self.server.start()
+        self._synced = self._incremental_sizes()
+        return f"Redis restored from a backup taken when {why}: it holds {self._held()} key(s)"
+
+    def _held(self) -> int:
+        keys = _info(self.server, "keyspace")
+        return sum(int(part.split("=", 1)[1]) for db in keys.values()
+                   for part in db.split(",") if part.startswith("keys="))
 
     # -- the append-only file ----------------------------------------------------------------
 
