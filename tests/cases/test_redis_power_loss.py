@@ -136,3 +136,28 @@ def test_a_restored_backup_puts_redis_back_as_it_was_before_the_delivery(
     said = "Redis restored from a backup taken when message 1 was about to be delivered"
     assert f"{said}: it holds 1 key(s)" in result.timeline, result.timeline
     assert len(result.expected_effects) == 3  # even a Redis that syncs every write forgets
+
+
+def saves(message: dict[str, Any], ctx: Any) -> str:
+    """``worker``, with a snapshot of its own (``SAVE``) between its key and its e-mail."""
+    store = redis.Redis.from_url(ctx.redis_url)
+    try:
+        key = f"sent:{message['n']}"
+        if store.exists(key):
+            return "seen"
+        store.set(key, "pending")
+        store.save()
+        send_email(message, ctx)
+        return "sent"
+    finally:
+        store.close()
+
+
+def test_a_snapshot_the_agent_takes_before_its_tool_call_survives_the_power_loss(
+    tmp_path: Path,
+) -> None:
+    case = dataclasses.replace(scenario({}), worker=saves)
+    schedule = Schedule((Deliver(0), Deliver(1, KillAt("B", 1), power_loss=True)))
+    result = run_case(case, schedule, base_dir=tmp_path)
+    assert "the 0 change(s) made after it are gone; it holds 2 key(s) now" in result.timeline
+    assert len(result.expected_effects) == 2
