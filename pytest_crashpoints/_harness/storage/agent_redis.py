@@ -3,10 +3,10 @@
 A crash test whose agent keeps its state in Redis (``crashpoints.run(..., redis=...)``) gets a
 ``redis-server`` of its own in each case (:class:`AgentRedis`), empty, in a fresh directory,
 with the persistence the test declares (:class:`RedisConfig`: the ``redis.conf`` directives of
-production, Redis's defaults otherwise). The harness can restart it (``redis_restart``): it
-kills ``redis-server`` with ``SIGKILL`` at the moment the worker is killed, as a crash of the
-machine both run on, and starts it again on the same directory. The server itself reads back
-what its files hold; the harness only decides, deterministically, what the files hold:
+production, Redis's defaults otherwise). A power loss restarts it (:meth:`AgentRedis.restart`):
+the harness kills ``redis-server`` with ``SIGKILL`` once the worker is killed, as a crash of
+the machine both run on, and starts it again on the same directory. The server itself reads
+back what its files hold; the harness only decides, deterministically, what the files hold:
 
 - **RDB snapshots** (Redis's default persistence, ``save`` rules, no append-only file): the
   last snapshot. Redis's ``save`` rules fire on the wall clock ("after 3600 s if at least one
@@ -24,6 +24,9 @@ what its files hold; the harness only decides, deterministically, what the files
 - **``appendfsync always``**: every write is synced before Redis answers it; a restart keeps
   everything a kill keeps, and the fault is not applicable (:meth:`AgentRedis.keeps_everything`).
 - **no persistence** (``save ""``, no append-only file): a restart keeps nothing.
+
+A restored backup (:meth:`AgentRedis.backup`, :meth:`AgentRedis.restore`) puts back the files
+as they were just before the delivery, whatever the server syncs.
 
 The server runs with automatic AOF rewrites off (``auto-aof-rewrite-percentage 0``: a rewrite
 runs in the background, when it likes). What the harness runs it with is refused in the
