@@ -31,6 +31,7 @@ from ..._process.interleaving import run_interleaved
 from ..._process.outcome import Completed, Killed, Outcome, Raised, TimedOut
 from ..._process.worker import start_worker
 from ...errors import CrashpointsError, WorkerNotPaused
+from ..storage.agent_redis import lossy_redis
 from ..storage.agentfiles import (
     Backup,
     agent_files,
@@ -52,7 +53,7 @@ from .world import World
 
 if TYPE_CHECKING:
     from ..._process.handle import Worker
-    from ..storage.agent_redis import AgentRedis, RedisBackup
+    from ..storage.agent_redis import RedisBackup
 
     StandIn = Callable[[Callable[..., object], Sequence[object], schedule.KillAt | None], Outcome]
 
@@ -459,7 +460,7 @@ class CaseRun:
             )
             self.delivery_between[index] = between_calls(hits)
             self.delivery_lossy[index] = tuple(sorted(lossy_databases(hits).items()))
-            self.delivery_lossy[index] += self._lossy_redis(hits)
+            self.delivery_lossy[index] += lossy_redis(self.world.redis, hits)
             if self.fault_free:
                 self.delivery_lossy[index] += self._unsynced_files(who)
         self._record(who, outcome, kill)
@@ -496,18 +497,6 @@ class CaseRun:
             if size and size > synced.get(relative, -1):
                 out.append((relative, "file"))
         return tuple(out)
-
-    def _lossy_redis(self, hits: Sequence[Any]) -> tuple[tuple[str, str], ...]:
-        """The agent's Redis, if the delivery wrote to it and a restart can lose a write
-        (``agent_redis.py``): a power loss restarts it."""
-        redis = self.world.redis
-        wrote = any(
-            hit.point == "db.committed" and str(hit.context.get("db", "")).startswith("redis:")
-            for hit in hits
-        )
-        if redis is None or not wrote or redis.keeps_everything() is not None:
-            return ()
-        return (("redis", "redis"),)
 
     def unhooked(self) -> str:
         """For a worker that is a command: why its deliveries ran no Python with the
@@ -605,7 +594,7 @@ class CaseRun:
                         parts.append(str(lose_unsynced(path)))
         parts += self._lose_unsynced_files(who, before)
         if self.world.redis is not None:
-            parts.append(self._restart_redis(self.world.redis))
+            parts.append(self.world.redis.lose_power())
         if not parts:
             parts.append(
                 "every database it committed to syncs each commit: nothing more lost than by a kill"
@@ -613,14 +602,6 @@ class CaseRun:
         said = "; ".join(parts)
         self.history.add(self.step, self.clock.now(), "power", f"power lost: {said}", process=who)
         self.incidents.append(Incident(self.clock.now(), f"the power was lost ({said})"))
-
-    def _restart_redis(self, redis: AgentRedis) -> str:
-        """The agent's Redis after a power loss: restarted on what its files keep, unless
-        it syncs every write (then it keeps what a kill keeps); said in words."""
-        kept = redis.keeps_everything()
-        if kept is not None:
-            return f"Redis not restarted: {kept}"
-        return redis.restart()
 
     def deliver_midway(self, index: int, midway: schedule.Midway) -> None:
         """Deliver message ``index`` and, while its worker waits at the midway point,

@@ -39,7 +39,7 @@ import contextlib
 import dataclasses
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,7 @@ from ..._servers.daemon import private_directory
 from ..._servers.redis_server import RedisDaemon
 from ...errors import CrashpointsError, ServerError
 
-__all__ = ["HARNESS_DIRECTIVES", "AgentRedis", "RedisBackup", "RedisConfig"]
+__all__ = ["HARNESS_DIRECTIVES", "AgentRedis", "RedisBackup", "RedisConfig", "lossy_redis"]
 
 #: Redis's default ``save`` rules (Redis 7).
 DEFAULT_SAVE = "3600 1 300 100 60 10000"
@@ -200,6 +200,14 @@ class AgentRedis:
     def _live_appendonly(self) -> bool:
         return _config(self.server, "appendonly") == "yes"
 
+    def lose_power(self) -> str:
+        """After a power loss: restarted on what its files keep (:meth:`restart`), unless it
+        syncs every write (then it keeps what a kill keeps); said in words."""
+        kept = self.keeps_everything()
+        if kept is not None:
+            return f"Redis not restarted: {kept}"
+        return self.restart()
+
     def sync_point(self, why: str) -> None:
         """What the server's files hold now is what a restart from here on brings back (until
         a later sync point or a snapshot of the agent's own): with snapshots, a ``SAVE``; with
@@ -341,6 +349,20 @@ class AgentRedis:
         copy = AgentRedis(plain, timeout=self.server.timeout)
         shutil.copyfile(dump, copy.server.folder / "dump.rdb")
         return copy.start()
+
+
+def lossy_redis(redis: AgentRedis | None, hits: Iterable[Any]) -> tuple[tuple[str, str], ...]:
+    """``(("redis", "redis"),)`` when a delivery whose fail point hits are ``hits`` wrote to
+    the agent's Redis (a ``db.committed`` of a ``redis:`` database) and a restart of it can
+    lose a write: a power loss is then tried on that delivery; ``()`` otherwise."""
+    wrote = any(
+        getattr(hit, "point", None) == "db.committed"
+        and str((getattr(hit, "context", None) or {}).get("db", "")).startswith("redis:")
+        for hit in hits
+    )
+    if redis is None or not wrote or redis.keeps_everything() is not None:
+        return ()
+    return (("redis", "redis"),)
 
 
 def _config_file_name(server: RedisDaemon) -> str:
