@@ -161,3 +161,39 @@ def test_a_snapshot_the_agent_takes_before_its_tool_call_survives_the_power_loss
     result = run_case(case, schedule, base_dir=tmp_path)
     assert "the 0 change(s) made after it are gone; it holds 2 key(s) now" in result.timeline
     assert len(result.expected_effects) == 2
+
+
+#: A Python program run as a command: its Redis from CRASHPOINTS_REDIS_URL, its mail over
+#: the email provider's URL and key the harness gives every command.
+PROGRAM = """
+import json, os, sys
+import httpx, redis
+job = json.loads(sys.stdin.readline())
+store = redis.Redis.from_url(os.environ["CRASHPOINTS_REDIS_URL"])
+if store.set(f"job:{job['task_id']}", "pending", nx=True):
+    httpx.post(os.environ["CRASHPOINTS_EMAIL_URL"] + "/v3/mail/send",
+               headers={"Authorization": "Bearer " + os.environ["CRASHPOINTS_EMAIL_KEY"]},
+               json={"personalizations": [{"to": [{"email": "ada@example.com"}]}],
+                     "from": {"email": "a@example.com"}, "subject": "s",
+                     "content": [{"type": "text/plain", "value": "b"}]},
+               timeout=30).raise_for_status()
+"""
+
+
+def test_a_python_program_run_as_a_command_writes_to_the_case_s_redis_as_a_commit(
+    tmp_path: Path,
+) -> None:
+    import sys
+
+    from pytest_crashpoints.harness import CommandWorker
+
+    worker = CommandWorker([sys.executable, "-c", PROGRAM])
+    case = dataclasses.replace(email_task_scenario(worker, MESSAGES[0]),
+                               redis=RedisConfig.of(True))
+    clean = run_case(case, Schedule((Deliver(0),)), base_dir=tmp_path)
+    assert clean.passed, clean.timeline
+    assert clean.hits.get("db.committed") == 1 and clean.hits.get("A") == 1
+    lost = run_case(case, Schedule((Deliver(0, KillAt("B", 1), power_loss=True),)),
+                    base_dir=tmp_path, expected=clean.expected_effects)
+    assert "Redis restarted" in lost.timeline
+    assert len(lost.expected_effects) == 2  # its key lost with the power: mailed again
