@@ -70,7 +70,7 @@ from typing import Any, Literal, TypeVar
 from ..errors import HarnessUsageError
 from .failpoints import COMMIT_POINTS, crashpoint, since_last_request
 
-__all__ = ["install_commit_hooks"]
+__all__ = ["install_commit_hooks", "next_commit_number"]
 
 _BEFORE, _AFTER = COMMIT_POINTS
 # Python 3.12's Connection.autocommit in its default, legacy mode (3.11 has no such attribute).
@@ -83,6 +83,11 @@ _DML_WORD = re.compile(r"\b(?:INSERT|UPDATE|DELETE|REPLACE)\b", re.IGNORECASE)
 _excluded: list[str] = []
 _attempts = itertools.count(1)
 _original: dict[str, Callable[..., sqlite3.Connection]] = {}
+
+
+def next_commit_number() -> int:
+    """The number of the process's next commit attempt (SQLite's and Redis's together)."""
+    return next(_attempts)
 
 
 # -- statements and transactions ---------------------------------------------------------------
@@ -157,7 +162,7 @@ def _database(conn: sqlite3.Connection) -> str:
 def _committing(conn: sqlite3.Connection) -> Iterator[None]:
     """Fire db.commit, run the block (the commit), then db.committed if it did not raise."""
     db = _database(conn)
-    n = next(_attempts)
+    n = next_commit_number()
     try:
         crashpoint(_BEFORE, db=db, n=n)
     except sqlite3.Error:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .._harness.case.scenario import Scenario
     from .._harness.search.explore import CaseRaised, CrashSettings
     from .._harness.search.findings import ExplorationReport
+    from .._harness.storage.agent_redis import RedisConfig
     from .._harness.verdict.invariants import Invariant
     from .._ledger.views import LedgerView
     from .options import SessionOptions
@@ -170,6 +171,7 @@ class CrashpointsFixture:
         model: Script | None = None,
         setup: Callable[[Context], object] | None = None,
         incident: Incident | None = None,
+        redis: object = None,
     ) -> ExplorationReport:
         """Explore crash schedules of ``worker`` on ``messages``; fail the test on a violation.
 
@@ -198,6 +200,10 @@ class CrashpointsFixture:
         dead, nothing to redeliver), the recovery alone is run and crashed: ``worker`` may be
         left out, and each task of the incident's ledger gets an authority (the one its row
         records, when the view reads one) unless ``authorities`` gives them.
+        ``redis`` gives each case a ``redis-server`` of its own at ``ctx.redis_url``:
+        ``True`` (Redis's default persistence, RDB snapshots) or the ``redis.conf``
+        directives of production (``{"appendonly": "yes", "appendfsync": "everysec"}``); a
+        power loss restarts it on what its files keep (docs/howto-redis.md).
 
         Returns the report when every schedule passed (or, with ``expect=``, when the
         expected violation was caught).
@@ -212,7 +218,7 @@ class CrashpointsFixture:
                 worker=worker, recover=recover, command=command, recover_command=recover_command,
                 messages=messages, authorities=authorities, ledger_view=ledger_view, model=model,
                 transport_points=transport_points, invariants=invariants, setup=setup,
-                incident=incident,
+                incident=incident, redis=redis,
             )
         except CaseRaised as exc:
             raise self._case_raised(exc) from None
@@ -282,6 +288,7 @@ class CrashpointsFixture:
         model: Script | None,
         setup: Callable[[Context], object] | None,
         incident: Incident | None,
+        redis: object = None,
     ) -> Scenario:
         """The scenario of ``run``'s arguments under this test's marker. Raises
         :class:`CrashpointsError` for a test set up wrong."""
@@ -318,6 +325,7 @@ class CrashpointsFixture:
             model=model,
             setup=setup,
             incident=incident,
+            redis=_agent_redis(redis),
         )
         self._check_expected_names(scenario)
         return scenario
@@ -533,3 +541,17 @@ def _by_reason(reasons: Mapping[str, str]) -> list[tuple[str, list[str]]]:
     for point, why in reasons.items():
         grouped.setdefault(why, []).append(point)
     return list(grouped.items())
+
+
+def _agent_redis(value: object) -> RedisConfig | None:
+    """``redis=`` of ``run`` as the scenario's :class:`RedisConfig`. Raises
+    :class:`CrashpointsError` for a value that is not one, or when ``redis-server`` is not
+    installed."""
+    from .._harness.storage.agent_redis import RedisConfig
+    from .._servers.redis_server import INSTALL, find_redis_server
+    from ..errors import CrashpointsError
+
+    config = RedisConfig.of(value)
+    if config is not None and find_redis_server() is None:
+        raise CrashpointsError(f"redis= needs redis-server, which is not on PATH; {INSTALL}.")
+    return config

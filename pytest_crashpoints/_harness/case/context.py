@@ -201,6 +201,8 @@ class CaseEnv:
     urls: tuple[tuple[str, str], ...] = ()
     signing_secret: str = ""
     messages: tuple[Mapping[str, Any], ...] = ()
+    #: The case's own ``redis-server`` (``unix:///...``), when the test asks for one.
+    redis_url: str = ""
 
     @property
     def path(self) -> Path:
@@ -363,6 +365,18 @@ class Context:
         """The base URL of ``provider``'s loopback server, for any HTTP client or SDK."""
         return self.env.url(provider)
 
+    @property
+    def redis_url(self) -> str:
+        """The URL of the case's own ``redis-server`` (``unix:///.../redis.sock``, for
+        ``redis.Redis.from_url``), started for each case by ``crashpoints.run(..., redis=...)``.
+        Raises :class:`CrashpointsError` when the test did not ask for one."""
+        if not self.env.redis_url:
+            raise CrashpointsError(
+                "this case has no Redis of its own; pass redis=True (Redis's default "
+                "persistence) or redis={...redis.conf directives...} to crashpoints.run."
+            )
+        return self.env.redis_url
+
     def smtp_address(self, provider: str = "smtp") -> tuple[str, int]:
         """``(host, port)`` of the SMTP server of ``provider``, a relay reached over SMTP (the
         ``smtp`` provider), for ``smtplib.SMTP(host, port)`` or Django's ``EMAIL_HOST`` and
@@ -396,13 +410,16 @@ class Context:
         """Environment variables for an SDK, for ``task_id`` (default: this worker's task):
         ``CRASHPOINTS_<PROVIDER>_URL`` and ``CRASHPOINTS_<PROVIDER>_KEY`` for each provider
         of the case (for one reached over SMTP, also ``CRASHPOINTS_<PROVIDER>_HOST`` and
-        ``CRASHPOINTS_<PROVIDER>_PORT``), ``CRASHPOINTS_RUN_DIR``, ``CRASHPOINTS_PROCESS``
-        and, with a task, ``CRASHPOINTS_TASK_ID``. Without a task (recovery), the keys are set
-        only when every task of the case holds the same authority. With the ``model``
+        ``CRASHPOINTS_<PROVIDER>_PORT``), ``CRASHPOINTS_RUN_DIR``, ``CRASHPOINTS_PROCESS``,
+        ``CRASHPOINTS_REDIS_URL`` (``ctx.redis_url``, with the case's own Redis) and, with a
+        task, ``CRASHPOINTS_TASK_ID``. Without a task (recovery), the keys are set only when
+        every task of the case holds the same authority. With the ``model``
         provider, also the variables the OpenAI and Anthropic SDKs read: ``OPENAI_BASE_URL``
         (its ``/v1``), ``OPENAI_API_KEY``, ``ANTHROPIC_BASE_URL`` and ``ANTHROPIC_API_KEY``."""
         task = task_id if task_id is not None else self.task_id
         env = {"CRASHPOINTS_RUN_DIR": str(self.env.path), "CRASHPOINTS_PROCESS": self.worker_id}
+        if self.env.redis_url:
+            env["CRASHPOINTS_REDIS_URL"] = self.env.redis_url
         authority: Authority | None = None
         if task is not None:
             env["CRASHPOINTS_TASK_ID"] = task

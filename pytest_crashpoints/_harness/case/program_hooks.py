@@ -11,7 +11,8 @@ agent.py``, ``python -m agent``, a console script, a Python a shell script start
   the schedule's faults: a kill there kills the bridge's process group, the program in it;
 - every SQLite commit fires ``db.commit`` and ``db.committed`` (``_inject/commits.py``): kills
   and failed commits there, the connection's settings for a power loss, and, through the
-  bridge, the automatic A before the next write request the relay forwards;
+  bridge, the automatic A before the next write request the relay forwards; so does every
+  write to Redis through redis-py (``_inject/redis_commits.py``);
 - its ``os.fsync`` and ``os.fdatasync`` calls are logged (``storage/agentfiles.py``): a power
   loss keeps what it synced of its other files;
 - one line in ``logs/<process>.python`` in the run directory says that it did, or why it
@@ -36,6 +37,7 @@ from typing import TYPE_CHECKING
 
 from ..._inject.commits import install_commit_hooks
 from ..._inject.failpoints import install_plan
+from ..._inject.redis_commits import install_redis_hooks
 from ..._inject.remote import RemotePlan
 from ..storage.agentfiles import install_sync_log
 
@@ -79,6 +81,7 @@ def install() -> None:
     install_plan(RemotePlan(url))
     excluded = [p for p in os.environ.get("CRASHPOINTS_HOOKS_EXCLUDE", "").split(os.pathsep) if p]
     install_commit_hooks(exclude=excluded)
+    install_redis_hooks()
     install_sync_log(Path(run_dir))
     record(hooked=True)
 

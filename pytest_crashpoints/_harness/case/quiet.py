@@ -102,12 +102,18 @@ def needs_recovery(run: CaseRun) -> bool:
 
 def snapshot(run: CaseRun, target: Path) -> CaseEnv:
     """A copy of the whole run directory (the reference ledger, a user's own ledger files,
-    journals, authority store, clock) as a new env under ``target``. Every worker is dead and
+    journals, authority store, clock) and of the agent's Redis, if it has one, as a new env
+    under ``target``. Every worker is dead and
     the parent writes nothing meanwhile, so the copy is consistent."""
     copy = run.env.run_dir.copy(
         target, timeout=run.scenario.timeout, start_method=run.scenario.start_method
     )
-    return dataclasses.replace(run.env, root=str(copy.path))
+    env = dataclasses.replace(run.env, root=str(copy.path))
+    if run.world.redis is not None:  # the agent's Redis is copied too: a server of its own
+        redis = run.world.redis.clone()
+        run.world.redis_copies.append(redis)
+        env = dataclasses.replace(env, redis_url=redis.url)
+    return env
 
 
 def replay_error(error: str) -> str:

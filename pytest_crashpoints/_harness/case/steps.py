@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..._inject.commits import install_commit_hooks
 from ..._inject.failpoints import Fault, Kill, Pause, Raise, crashpoint
+from ..._inject.redis_commits import install_redis_hooks
 from ..._inject.wire import install_wire_hooks
 from ..._process import waits
 from ..._process.calling import call_to_completion
@@ -32,6 +33,7 @@ from ..._process.outcome import Completed, Killed, Outcome, Raised, TimedOut
 from ..._process.warm_sdks import warm_sdk_caches
 from ..._process.worker import start_worker
 from ...errors import CrashpointsError, WorkerNotPaused
+from ..storage.agent_redis import lossy_redis
 from ..storage.agentfiles import (
     Backup,
     agent_files,
@@ -54,6 +56,7 @@ from .world import World
 
 if TYPE_CHECKING:
     from ..._process.handle import Worker
+    from ..storage.agent_redis import RedisBackup
 
     StandIn = Callable[[Callable[..., object], Sequence[object], schedule.KillAt | None], Outcome]
 
@@ -105,6 +108,7 @@ def _enter(env: CaseEnv, worker_id: str, task_id: str | None) -> Context:
         install_wire_hooks(addresses, reads=models, smtp=relays)
         waits.world([*addresses, *models, *relays])  # a connection to them is no real server
     install_commit_hooks(exclude=[env.run_dir.journals, env.authority_path])
+    install_redis_hooks()
     install_sync_log(env.path)
     return ctx
 
@@ -427,6 +431,11 @@ class CaseRun:
         # backup a restore puts back (taken only for those: copying them means settling and
         # holding the servers, and closing the harness's own connections on the files).
         before = self._agent_files() if power_loss or backup_restore else None
+        redis_backup = None
+        if power_loss and self.world.redis is not None:
+            self.world.redis.sync_point(f"message {index} was about to be delivered")
+        if backup_restore and self.world.redis is not None:
+            redis_backup = self.world.redis.backup()
         who = self._worker_id("worker")
         message = self.scenario.messages[index]
         text = f"message {index} to {who}"
@@ -464,13 +473,14 @@ class CaseRun:
             )
             self.delivery_between[index] = between_calls(hits)
             self.delivery_lossy[index] = tuple(sorted(lossy_databases(hits).items()))
+            self.delivery_lossy[index] += lossy_redis(self.world.redis, hits)
             if self.fault_free:
                 self.delivery_lossy[index] += self._unsynced_files(who)
         self._record(who, outcome, kill)
         if power_loss and before is not None:
             self._lose_power(who, outcome, before)
         if backup_restore and before is not None:
-            self._restore_backup(who, index, outcome, before)
+            self._restore_backup(who, index, outcome, before, redis_backup)
 
     def _fresh_context(self) -> None:
         """Close every connection this process holds on the run directory's files (a fresh
@@ -517,9 +527,16 @@ class CaseRun:
             return True
         return any(line.get("hooked") is True for line in hooks_of(self.env.run_dir.logs, who))
 
-    def _restore_backup(self, who: str, index: int, outcome: object, before: Backup) -> None:
-        """After a kill: the agent's files put back from the backup taken before this
-        delivery (the providers keep everything); said in the timeline."""
+    def _restore_backup(
+        self,
+        who: str,
+        index: int,
+        outcome: object,
+        before: Backup,
+        redis_backup: RedisBackup | None = None,
+    ) -> None:
+        """After a kill: the agent's files (and its Redis) put back from the backup taken
+        before this delivery (the providers keep everything); said in the timeline."""
 
         if not isinstance(outcome, Killed):
             said = f"no backup restored: {who} ended before its point"
@@ -532,6 +549,9 @@ class CaseRun:
                 f"backup restored: the agent's files as they were before message {index} was "
                 f"delivered ({names}); the providers keep what was done since"
             )
+            if self.world.redis is not None and redis_backup is not None:
+                when = f"message {index} was about to be delivered"
+                said += "; " + self.world.redis.restore(redis_backup, when)
             self.incidents.append(
                 Incident(
                     self.clock.now(),
@@ -586,6 +606,8 @@ class CaseRun:
                     if path.is_file() and "journals" not in path.relative_to(self.env.path).parts:
                         parts.append(str(lose_unsynced(path)))
         parts += self._lose_unsynced_files(who, before)
+        if self.world.redis is not None:
+            parts.append(self.world.redis.lose_power())
         if not parts:
             parts.append(
                 "every database it committed to syncs each commit: nothing more lost than by a kill"

@@ -303,12 +303,18 @@ class _Explorer:
             space.lossy_of(i) or space.torn_write_sites(i) for i in range(space.messages)
         ):
             self.report.declared = tuple(p for p in self.report.declared if p != label)
+            redis = (
+                "; its Redis syncs each write before it answers (appendfsync always), or it "
+                "wrote none"
+                if self.scenario.redis is not None
+                else ""
+            )
             self.report.not_applicable.append(
                 "power loss: nothing the worker wrote can be lost to it (each SQLite commit is "
                 "synced before it returns: synchronous=FULL or EXTRA, or a rollback journal; "
                 "and no file of its own was written past what it synced, nor synced with "
                 "os.fsync or os.fdatasync, where the power could catch a write before its "
-                "sync), so a power loss keeps what a kill keeps"
+                f"sync{redis}), so a power loss keeps what a kill keeps"
             )
 
     def _place_forgotten_sessions(self, space: Space) -> None:
@@ -949,7 +955,13 @@ def _explore(
     nodeid: str,
 ) -> ExplorationReport:
     with contextlib.ExitStack() as stack:
-        if settings.engine != "processes" and settings.replay is None and states_supported():
+        # The agent's Redis keeps its state outside the run directory: no crash state holds it.
+        if (
+            settings.engine != "processes"
+            and settings.replay is None
+            and scenario.redis is None
+            and states_supported()
+        ):
             explorer.engine = stack.enter_context(
                 StatesEngine(
                     scenario,
