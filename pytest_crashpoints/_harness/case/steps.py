@@ -7,7 +7,7 @@ a violation's story tells, the fail points reached and the kills, the messages w
 died before acknowledging them (the queue delivers those again), and an observation of the
 ledger after each step (invariant 5).
 
-It is built in layers, one concept each: ``record.py`` (the record, and how a process is
+It is built in layers, one concept each: ``case_record.py`` (the record, and how a process is
 started and what it did written down), ``storage_steps.py`` (a power loss or a backup
 restore after a kill), ``concurrent_steps.py`` (two processes at once), and here the
 schedule's steps themselves; ``entries.py`` is what each process runs first.
@@ -30,7 +30,7 @@ from ..storage.powerloss import lossy_databases
 from . import schedule
 from .concurrent_steps import ConcurrentSteps
 from .entries import deliver_entry, recover_entry
-from .record import INCONCLUSIVE, WORLD_LIMIT
+from .case_record import INCONCLUSIVE, WORLD_LIMIT
 from .scenario import Scenario
 from .schedule import COMMIT_ERRORS, between_calls
 
@@ -51,7 +51,7 @@ REFUSAL_RETRY_AFTER = 1.0
 
 class CaseRun(ConcurrentSteps):
     """The parent's side of one case: every step of a schedule, done as it says, on the
-    record of :class:`~.record.CaseRecord`."""
+    record of :class:`~.case_record.CaseRecord`."""
 
     def deliver(
         self,

@@ -19,7 +19,7 @@ from ..verdict.evidence import Incident
 from .bridge import CommandWorker
 from .context import Context
 from .program_hooks import hooks_of, unhooked_reason
-from .record import CaseRecord
+from .case_record import CaseRecord
 
 if TYPE_CHECKING:
     from ..storage.agent_redis import RedisBackup
