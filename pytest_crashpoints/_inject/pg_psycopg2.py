@@ -143,4 +143,4 @@ def patch(psycopg2: ModuleType) -> None:
         )
 
     connect._crashpoints_hooked = True  # type: ignore[attr-defined]
-    psycopg2.connect = connect
+    psycopg2.connect = connect  # type: ignore[attr-defined]

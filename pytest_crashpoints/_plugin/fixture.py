@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from .._harness.case.context import Context, ProviderSpec
     from .._harness.case.incident import Incident
-    from .._harness.case.scenario import Scenario
+    from .._harness.case.scenario import CaseDatabase, Scenario
     from .._harness.search.explore import CaseRaised, CrashSettings
     from .._harness.search.findings import ExplorationReport
     from .._harness.verdict.invariants import Invariant
@@ -170,6 +170,7 @@ class CrashpointsFixture:
         model: Script | None = None,
         setup: Callable[[Context], object] | None = None,
         incident: Incident | None = None,
+        databases: Sequence[CaseDatabase] = (),
     ) -> ExplorationReport:
         """Explore crash schedules of ``worker`` on ``messages``; fail the test on a violation.
 
@@ -198,6 +199,9 @@ class CrashpointsFixture:
         dead, nothing to redeliver), the recovery alone is run and crashed: ``worker`` may be
         left out, and each task of the incident's ledger gets an authority (the one its row
         records, when the view reads one) unless ``authorities`` gives them.
+        ``databases`` are databases made fresh for each case in a database server and dropped
+        after it (``crashpoints_postgres.case_database(schema=...)``, docs/howto-postgres.md);
+        a test with one runs every case from its start (the processes engine).
 
         Returns the report when every schedule passed (or, with ``expect=``, when the
         expected violation was caught).
@@ -212,7 +216,7 @@ class CrashpointsFixture:
                 worker=worker, recover=recover, command=command, recover_command=recover_command,
                 messages=messages, authorities=authorities, ledger_view=ledger_view, model=model,
                 transport_points=transport_points, invariants=invariants, setup=setup,
-                incident=incident,
+                incident=incident, databases=databases,
             )
         except CaseRaised as exc:
             raise self._case_raised(exc) from None
@@ -282,6 +286,7 @@ class CrashpointsFixture:
         model: Script | None,
         setup: Callable[[Context], object] | None,
         incident: Incident | None,
+        databases: Sequence[CaseDatabase] = (),
     ) -> Scenario:
         """The scenario of ``run``'s arguments under this test's marker. Raises
         :class:`CrashpointsError` for a test set up wrong."""
@@ -318,6 +323,7 @@ class CrashpointsFixture:
             model=model,
             setup=setup,
             incident=incident,
+            databases=tuple(databases),
         )
         self._check_expected_names(scenario)
         return scenario

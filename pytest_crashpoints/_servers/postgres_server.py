@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import glob
+import hashlib
 import os
 import re
 import shutil
@@ -30,6 +31,7 @@ from pathlib import Path
 
 from ..errors import HarnessUsageError, ServerError
 from . import daemon
+from .postgres_cases import PostgresCaseDatabase
 
 __all__ = ["PostgresServer", "find_postgres_bin", "postgres_server"]
 
@@ -120,6 +122,41 @@ class PostgresServer:
             sql += f' TEMPLATE "{_check_name(template, "template")}"'
         self.execute(sql)
         return self.dsn(name)
+
+    def case_database(
+        self, *, schema: str | None = None, template: str | None = None
+    ) -> PostgresCaseDatabase:
+        """A database per crash-test case, cloned from a template (pass it to
+        ``crashpoints.run(databases=[...])``; connect with its ``dsn(ctx)``). ``schema`` (SQL
+        statements: the tables the agent expects) is applied once to a template made for it,
+        reused by every test with the same schema; or ``template`` names a database of this
+        server you made (it must have no open connection while cases run). Raises
+        :class:`HarnessUsageError` unless exactly one is given, :class:`ServerError` with
+        PostgreSQL's message for a schema it refuses (no template is left behind then)."""
+        from .postgres_cases import PostgresCaseDatabase
+
+        if (schema is None) == (template is None):
+            raise HarnessUsageError(
+                "case_database() needs one of schema= (SQL that creates the agent's tables) "
+                "or template= (a database of this server to clone for each case)."
+            )
+        if template is None:
+            assert schema is not None
+            digest = hashlib.sha256(schema.encode()).hexdigest()[:24]
+            template = f"crashpoints_template_{digest}"
+            listed = self.execute(f"SELECT 1 FROM pg_database WHERE datname = '{template}'")
+            if not listed.strip():
+                building = f"{template}_new"
+                self.drop_database(building)
+                self.create_database(building)
+                try:
+                    self.execute(schema, database=building)
+                except ServerError:
+                    self.drop_database(building)
+                    raise
+                # Renamed once complete: a template is never seen half-made.
+                self.execute(f'ALTER DATABASE "{building}" RENAME TO "{template}"')
+        return PostgresCaseDatabase(self, _check_name(template, "template"))
 
     def drop_database(self, name: str) -> None:
         """Drop the database ``name`` if it exists, ending its connections first."""

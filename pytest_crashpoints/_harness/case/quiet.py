@@ -97,6 +97,8 @@ def snapshot(run: CaseRun, target: Path) -> CaseEnv:
     copy = run.env.run_dir.copy(
         target, timeout=run.scenario.timeout, start_method=run.scenario.start_method
     )
+    for database in run.scenario.databases:  # its databases in a server, copied with it
+        database.copy(run.env.path, copy.path)
     return dataclasses.replace(run.env, root=str(copy.path))
 
 

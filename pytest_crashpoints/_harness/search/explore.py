@@ -773,7 +773,12 @@ def _explore(
     nodeid: str,
 ) -> ExplorationReport:
     with contextlib.ExitStack() as stack:
-        if settings.engine != "processes" and settings.replay is None and states_supported():
+        if (
+            settings.engine != "processes"
+            and settings.replay is None
+            and not scenario.databases  # a database server's state: no snapshots of files
+            and states_supported()
+        ):
             explorer.engine = stack.enter_context(
                 StatesEngine(
                     scenario,

@@ -1,0 +1,120 @@
+"""A PostgreSQL database per crash-test case, cloned from a template: what a PostgreSQL-backed
+agent's case starts from, and what its crash states are.
+
+A case's durable state is its run directory, plus, for an agent that keeps its jobs in
+PostgreSQL, a database of its own. :class:`PostgresCaseDatabase` (made by
+``PostgresServer.case_database(schema=...)``) is given to ``crashpoints.run(databases=[db])``;
+the harness then, for each case:
+
+- creates the case's database as a copy of the template (``CREATE DATABASE ... TEMPLATE``:
+  PostgreSQL copies the template's files, so a schema applied once costs nothing per case)
+  before the case's set-up and first step;
+- copies it along with the run directory when the harness copies the case (the replay of a
+  killed recovery starts from a copy of the case: its database is cloned then, from the
+  state the case's processes left, all of them ended);
+- drops it, and its copies, when the case ends (a failing case's run directory is kept for
+  debugging; its database is not).
+
+Its name comes from the case's run directory, so any process of the case finds it:
+``db.dsn(ctx)`` in a worker, recovery, a ledger view or ``setup(ctx)``. What a case's crash
+states hold is what was committed when a process died: PostgreSQL rolls back the open
+transaction of a connection whose process was killed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import HarnessUsageError, ServerError
+
+if TYPE_CHECKING:
+    from .postgres_server import PostgresServer
+
+__all__ = ["PostgresCaseDatabase"]
+
+#: The prefix of every case database's name, so a person looking at the server knows them.
+PREFIX = "crashpoints_case_"
+
+
+def case_path(ctx_or_path: Any) -> Path:
+    """The run directory of a case: a context's (``ctx.env.path``) or a path given as is."""
+    env = getattr(ctx_or_path, "env", None)
+    if env is not None:
+        return Path(env.path)
+    if isinstance(ctx_or_path, str | Path):
+        return Path(ctx_or_path)
+    raise HarnessUsageError(
+        f"{ctx_or_path!r} is not a case's context; pass the ctx the harness gives your worker, "
+        "recovery, setup or ledger view."
+    )
+
+
+class PostgresCaseDatabase:
+    """A fresh database per case of a crash test, cloned from ``template`` on ``server``.
+
+    Pass it to ``crashpoints.run(..., databases=[db])`` and connect with :meth:`dsn` (or
+    :meth:`url`) of the case's context. Make one with
+    :meth:`~pytest_crashpoints.servers.PostgresServer.case_database`.
+    """
+
+    def __init__(self, server: PostgresServer, template: str) -> None:
+        self.server = server
+        self.template = template
+        #: The databases cloned from each case's, by the case's database (dropped with it).
+        self._copies: dict[str, set[str]] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"PostgresCaseDatabase(template={self.template!r}, socket={self.server.socket_dir})"
+
+    def name(self, ctx: Any) -> str:
+        """The database of the case of ``ctx`` (a context, or a case's run directory)."""
+        digest = hashlib.sha256(str(case_path(ctx).resolve()).encode()).hexdigest()
+        return PREFIX + digest[:32]
+
+    def dsn(self, ctx: Any) -> str:
+        """A libpq connection string for the case's database (psycopg, psycopg2, asyncpg's
+        ``dsn``, procrastinate)."""
+        return self.server.dsn(self.name(ctx))
+
+    def url(self, ctx: Any) -> str:
+        """A ``postgresql://`` URL for the case's database (SQLAlchemy: replace the scheme
+        with ``postgresql+psycopg``, ``postgresql+psycopg2`` or ``postgresql+asyncpg``)."""
+        return self.server.url(self.name(ctx))
+
+    # -- what the harness does with it -----------------------------------------------------------
+
+    def create(self, run_dir: Path) -> None:
+        """Create the database of the case in ``run_dir`` from the template (a name left over
+        from an earlier run of the same directory is dropped first)."""
+        name = self.name(run_dir)
+        self.server.drop_database(name)
+        self.server.create_database(name, template=self.template)
+
+    def copy(self, source: Path, target: Path) -> None:
+        """Clone the database of the case in ``source`` as that of its copy in ``target``.
+        Every process of the case has ended; PostgreSQL waits (up to 5 s) for the server
+        processes of their connections to exit before it copies."""
+        original, clone = self.name(source), self.name(target)
+        self.server.drop_database(clone)
+        try:
+            self.server.create_database(clone, template=original)
+        except ServerError as exc:
+            raise ServerError(
+                f"could not copy the case's PostgreSQL database along with its run directory "
+                f"({exc}); every connection to it must be closed when its processes end (is a "
+                "connection of the harness's process, a setup's or a ledger view's, left open?)"
+            ) from None
+        with self._lock:
+            self._copies.setdefault(original, set()).add(clone)
+
+    def drop(self, run_dir: Path) -> None:
+        """Drop the database of the case in ``run_dir``, and the copies made of it."""
+        name = self.name(run_dir)
+        with self._lock:
+            copies = self._copies.pop(name, set())
+        for each in (*sorted(copies), name):
+            self.server.drop_database(each)
