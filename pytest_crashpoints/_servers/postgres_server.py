@@ -97,11 +97,7 @@ class PostgresServer:
         """Run ``sql`` (one or more statements) in ``database`` with ``psql``; its output.
         Raises :class:`ServerError` with PostgreSQL's message if a statement fails (those
         before it stay done, as in ``psql``)."""
-        argv = [str(self.bin_dir / "psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
-                "-h", str(self.socket_dir), "-p", str(self.port), "-U", self.user,
-                "-d", database, "-c", sql]
-        # The caller's PG* variables (PGHOST, PGSERVICE, PGPASSWORD...) must not redirect it.
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+        argv, env = self._psql(sql, database=database)
         try:
             done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -110,6 +106,26 @@ class PostgresServer:
             said = done.stderr.strip().replace("\n", " | ") or f"exit status {done.returncode}"
             raise ServerError(f"PostgreSQL refused {sql[:80]!r} in {database!r}: {said}")
         return done.stdout
+
+    def _psql(self, *statements: str, database: str) -> tuple[list[str], dict[str, str]]:
+        """The command and environment that run ``statements`` in ``database`` with
+        ``psql``, each in a transaction of its own."""
+        argv = [str(self.bin_dir / "psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
+                "-h", str(self.socket_dir), "-p", str(self.port), "-U", self.user,
+                "-d", database]
+        for sql in statements:
+            argv += ["-c", sql]
+        # The caller's PG* variables (PGHOST, PGSERVICE, PGPASSWORD...) must not redirect it.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+        return argv, env
+
+    def start_statements(self, *statements: str) -> subprocess.Popen[bytes]:
+        """Start running ``statements`` (each in a transaction of its own) in the
+        ``postgres`` database with ``psql``, not waiting for them: wait for the process (its
+        exit status says whether PostgreSQL did them all)."""
+        argv, env = self._psql(*statements, database="postgres")
+        return subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
 
     def create_database(self, name: str, *, template: str | None = None) -> str:
         """Create the database ``name`` (empty, or a copy of the database ``template``, which

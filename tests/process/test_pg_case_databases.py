@@ -29,7 +29,7 @@ def server() -> Iterator[PostgresServer]:
 
 def databases(server: PostgresServer) -> list[str]:
     said = server.execute("SELECT datname FROM pg_database WHERE datname LIKE 'crashpoints%' "
-                          "ORDER BY datname")
+                          "AND datname NOT LIKE 'crashpoints_spare%' ORDER BY datname")
     return said.split()
 
 
@@ -51,10 +51,12 @@ def test_a_schema_makes_one_template_and_each_case_a_copy_dropped_after(
         "job-7|pending\n")  # the copy has what the case had committed
     assert server.execute("SELECT count(*) FROM jobs", database=db.name(other)) == "0\n"
     db.drop(case)
+    db.settle()
     assert databases(server) == sorted([db.template, db.name(other)])  # with its copy
     db.create(other)  # again for the same run directory: fresh
     assert server.execute("SELECT count(*) FROM jobs", database=db.name(other)) == "0\n"
     db.drop(other)
+    db.settle()
     assert databases(server) == [db.template]
 
 
@@ -73,6 +75,23 @@ def test_wrong_arguments_and_a_schema_postgresql_refuses_are_clear(
     assert databases(server) == before  # no half-made template left
     with pytest.raises(HarnessUsageError, match="is not a case's context"):
         server.case_database(schema=SCHEMA).name(42)
+    with pytest.raises(ServerError, match="PostgreSQL could not drop 1 case database"):
+        db = server.case_database(schema=SCHEMA)
+        db.drop(tmp_path / "never-made")
+        db._dropping.append(server.start_statements("DROP DATABASE nosuch"))
+        db.settle()
+
+
+def test_something_else_as_a_database_per_case_is_refused_in_one_line() -> None:
+    from pytest_crashpoints import ProviderSpec
+    from pytest_crashpoints.errors import CrashpointsError
+    from pytest_crashpoints.harness import Scenario
+
+    with pytest.raises(CrashpointsError, match=r"databases= holds 'jobs', which is not a "
+                       r"database per case; pass crashpoints_postgres.case_database"):
+        Scenario(worker=lambda message, ctx: None, recover=None, messages=(),
+                 providers=(ProviderSpec("email"),), authorities={},
+                 databases=("jobs",))  # type: ignore[arg-type]
 
 
 CASES = """
@@ -136,12 +155,14 @@ def test_each_case_starts_empty(crashpoints, jobs_db, tmp_path):
     # The killed-recovery replay ran on a copy of the case's database, as the case left it.
     assert copies and set(copies.values()) <= {{"pending", "review", "sent"}}, lines
     assert not set(copies) & set(first), lines
+    jobs_db.settle()
     left = crashpoints_postgres_databases(jobs_db)
     assert left == [jobs_db.template], left
 
 def crashpoints_postgres_databases(db):
     said = db.server.execute("SELECT datname FROM pg_database WHERE datname LIKE "
-                             "'crashpoints%' ORDER BY datname")
+                             "'crashpoints%' AND datname NOT LIKE 'crashpoints_spare%' "
+                             "ORDER BY datname")
     return said.split()
 """
 

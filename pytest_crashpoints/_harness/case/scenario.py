@@ -29,13 +29,17 @@ class CaseDatabase(Protocol):
     """A database of each case kept outside its run directory, in a database server
     (:class:`~pytest_crashpoints.servers.PostgresCaseDatabase`): the harness creates it fresh
     for a case, copies it when it copies the case's run directory, and drops it (and its
-    copies) when the case ends. Each is named for the case's run directory."""
+    copies) when the case ends, and settles after the test. Each is named for the case's run
+    directory."""
 
     def create(self, run_dir: Path) -> None: ...
 
     def copy(self, source: Path, target: Path) -> None: ...
 
     def drop(self, run_dir: Path) -> None: ...
+
+    def settle(self) -> None:
+        """Finish what it does in the background; called after the test's last case."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,11 +124,11 @@ class Scenario:
             self.incident.check_providers(spec.name for spec in self.providers)
         for database in self.databases:
             if not all(callable(getattr(database, name, None)) for name in ("create", "copy",
-                                                                             "drop")):
+                                                                             "drop", "settle")):
                 raise CrashpointsError(
                     f"databases= holds {database!r}, which is not a database per case; pass "
                     "crashpoints_postgres.case_database(schema=...) (or an object with "
-                    "create, copy and drop of a run directory)."
+                    "create, copy and drop of a run directory, and settle)."
                 )
         if self.setup is not None and not callable(self.setup):
             raise CrashpointsError(f"setup={self.setup!r} is not a function of the context.")

@@ -773,6 +773,8 @@ def _explore(
     nodeid: str,
 ) -> ExplorationReport:
     with contextlib.ExitStack() as stack:
+        for database in scenario.databases:  # nothing of theirs left running after the test
+            stack.callback(database.settle)
         if (
             settings.engine != "processes"
             and settings.replay is None
