@@ -155,7 +155,9 @@ def test_each_case_starts_empty(crashpoints, jobs_db, tmp_path):
     # The killed-recovery replay ran on a copy of the case's database, as the case left it.
     assert copies and set(copies.values()) <= {{"pending", "review", "sent"}}, lines
     assert not set(copies) & set(first), lines
-    jobs_db.settle()
+    # The harness settled the databases after the cases: no psql of theirs left running.
+    assert not jobs_db._dropping
+    assert jobs_db._spare is None or jobs_db._spare[1].returncode is not None
     left = crashpoints_postgres_databases(jobs_db)
     assert left == [jobs_db.template], left
 
