@@ -109,6 +109,11 @@ MEASURED = """\
     pytest test of the same mailer against a mocked API (each a whole `pytest` command); and
     the CPU of the invoice sweep as two shards (`--crashpoints-shard=1/2`, `2/2`) against one
     run.
+13. **PostgreSQL case**: the four-column job mailer (its fix) with its jobs in a SQLite file
+    against the same mailer on psycopg 3 with a database per case cloned from a template in a
+    private PostgreSQL server (`scenarios/pg_jobs/`), killed at B and fault-free, each pair
+    back to back in alternating order; the ratio per pair. The server's start (once per
+    session) is not counted; each case's database (made ahead, renamed, dropped after) is.
 """
 
 
