@@ -56,7 +56,7 @@ def sqlite_view(ctx: Any) -> Any:
 
 
 def postgres_view(ctx: Any) -> Any:
-    from pytest_crashpoints import PostgresLedgerView
+    from pytest_crashpoints.ledger import PostgresLedgerView
 
     return PostgresLedgerView(DATABASE[0].dsn(ctx), table="jobs", columns=COLUMNS,
                               states=STATES)

@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from ._ledger.args import args_hash
     from ._ledger.authority import Authority
     from ._ledger.jsonlines import JSONLinesLedgerView
-    from ._ledger.postgres_view import PostgresLedgerView
     from ._ledger.records import Attempt
     from ._ledger.sqlite import Ledger
     from ._ledger.states import State
@@ -68,7 +67,6 @@ _HOME = {
     "LedgerView": "._ledger.views",
     "SQLiteLedgerView": "._ledger.views",
     "JSONLinesLedgerView": "._ledger.jsonlines",
-    "PostgresLedgerView": "._ledger.postgres_view",
     "Context": "._harness.case.context",
     "ProviderSpec": "._harness.case.context",
     "ExplorationReport": "._harness.search.findings",
@@ -226,7 +224,6 @@ __all__ = [
     "JSONLinesLedgerView",
     "Ledger",
     "LedgerView",
-    "PostgresLedgerView",
     "ProviderRejected",
     "ProviderSpec",
     "Receipt",

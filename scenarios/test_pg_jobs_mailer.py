@@ -12,7 +12,8 @@ import importlib.util
 
 import pytest
 
-from pytest_crashpoints import PostgresLedgerView, State
+from pytest_crashpoints import State
+from pytest_crashpoints.ledger import PostgresLedgerView
 from pytest_crashpoints.servers import PostgresServer, find_postgres_bin
 from scenarios.pg_jobs import SCHEMA, psycopg_mailer, sqlalchemy_mailer
 from scenarios.queue_scenarios import skip_without

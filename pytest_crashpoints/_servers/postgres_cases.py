@@ -31,12 +31,9 @@ import os
 import subprocess
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..errors import HarnessUsageError, ServerError
-
-if TYPE_CHECKING:
-    from .postgres_server import PostgresServer
 
 __all__ = ["PostgresCaseDatabase"]
 
@@ -59,6 +56,25 @@ def case_path(ctx_or_path: Any) -> Path:
     )
 
 
+class _Server(Protocol):
+    """What of a :class:`~pytest_crashpoints.servers.PostgresServer` the cases use."""
+
+    @property
+    def socket_dir(self) -> Path: ...
+
+    def dsn(self, database: str = ...) -> str: ...
+
+    def url(self, database: str = ...) -> str: ...
+
+    def execute(self, sql: str, *, database: str = ...) -> str: ...
+
+    def create_database(self, name: str, *, template: str | None = ...) -> str: ...
+
+    def drop_database(self, name: str) -> None: ...
+
+    def start_statements(self, *statements: str) -> subprocess.Popen[bytes]: ...
+
+
 class PostgresCaseDatabase:
     """A fresh database per case of a crash test, cloned from ``template`` on ``server``.
 
@@ -67,7 +83,7 @@ class PostgresCaseDatabase:
     :meth:`~pytest_crashpoints.servers.PostgresServer.case_database`.
     """
 
-    def __init__(self, server: PostgresServer, template: str) -> None:
+    def __init__(self, server: _Server, template: str) -> None:
         self.server = server
         self.template = template
         #: The databases cloned from each case's, by the case's database (dropped with it).

@@ -98,7 +98,8 @@ CASES = """
 import httpx
 import pytest
 import psycopg
-from pytest_crashpoints import PostgresLedgerView, State, crashpoint
+from pytest_crashpoints import State, crashpoint
+from pytest_crashpoints.ledger import PostgresLedgerView
 
 SEEN = []
 

@@ -8,8 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from pytest_crashpoints import Authority, PostgresLedgerView, State, args_hash
+from pytest_crashpoints import Authority, State, args_hash
 from pytest_crashpoints.errors import LedgerError
+from pytest_crashpoints.ledger import PostgresLedgerView
 from pytest_crashpoints.servers import PostgresServer, find_postgres_bin, postgres_server
 
 pytestmark = pytest.mark.skipif(
