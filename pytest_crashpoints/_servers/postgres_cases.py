@@ -95,6 +95,14 @@ class PostgresCaseDatabase:
         #: The psql processes dropping databases of ended cases.
         self._dropping: list[subprocess.Popen[bytes]] = []
 
+    def __getstate__(self) -> dict[str, Any]:
+        """What a worker process gets of it (a worker's function that uses it is pickled
+        to the fork server): where the databases are; the harness's own work stays here."""
+        return {"server": self.server, "template": self.template}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["server"], state["template"])  # type: ignore[misc]
+
     def __repr__(self) -> str:
         return f"PostgresCaseDatabase(template={self.template!r}, socket={self.server.socket_dir})"
 

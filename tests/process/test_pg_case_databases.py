@@ -5,6 +5,7 @@ and leaves no database behind."""
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -58,6 +59,10 @@ def test_a_schema_makes_one_template_and_each_case_a_copy_dropped_after(
     db.drop(other)
     db.settle()
     assert databases(server) == [db.template]
+    # A worker's function that uses it is pickled to the fork server: where the databases
+    # are travels, the harness's own work (its lock, its psql processes) does not.
+    sent = pickle.loads(pickle.dumps(db))
+    assert (sent.template, sent.dsn(case)) == (db.template, db.dsn(case))
 
 
 def test_wrong_arguments_and_a_schema_postgresql_refuses_are_clear(
