@@ -66,3 +66,19 @@ def test_through_sqlalchemy_a_half_done_job_is_parked_not_sent_again(crashpoints
     report = crashpoints.run(worker=worker, messages=[JOB], ledger_view=jobs_view(jobs_db),
                              databases=[jobs_db])
     assert report.killed["A"] and report.killed["B"]
+
+
+@pytest.mark.crashpoints(points="B", faults=["kill", "power_loss"], providers=["email"],
+                         mode="exhaustive", strict_coverage=False)
+def test_a_power_loss_of_the_workers_machine_is_a_kill(crashpoints, jobs_db):
+    # A commit PostgreSQL answered is the server's: the worker's machine losing its power
+    # takes nothing from it (the summary says a power loss is not applicable). What the
+    # server's own power loss would do with synchronous_commit=off is not modelled.
+    def worker(job, ctx):
+        return psycopg_mailer.handle_parks_the_ambiguous(
+            job, dsn=jobs_db.dsn(ctx), api_url=ctx.base_url("email"),
+            api_key=ctx.api_key("email", job["task_id"]))
+
+    report = crashpoints.run(worker=worker, messages=[JOB], ledger_view=jobs_view(jobs_db),
+                             databases=[jobs_db])
+    assert any("a PostgreSQL commit is the server's" in why for why in report.not_applicable)

@@ -310,6 +310,7 @@ class _Explorer:
             self.report.not_applicable.append(
                 "power loss: nothing the worker wrote can be lost to it (each SQLite commit is "
                 "synced before it returns: synchronous=FULL or EXTRA, or a rollback journal; "
+                "a PostgreSQL commit is the server's, whose power is not the worker's; "
                 "and no file of its own was written past what it synced, nor synced with "
                 "os.fsync or os.fdatasync, where the power could catch a write before its "
                 "sync), so a power loss keeps what a kill keeps"
