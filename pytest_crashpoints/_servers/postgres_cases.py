@@ -124,17 +124,24 @@ class PostgresCaseDatabase:
     # -- what the harness does with it -----------------------------------------------------------
 
     def create(self, run_dir: Path) -> None:
-        """Create the database of the case in ``run_dir`` from the template (a name left over
-        from an earlier run of the same directory is dropped first)."""
+        """Create the database of the case in ``run_dir`` from the template (a database left
+        over from an earlier run of the same directory is dropped and made again)."""
         name = self.name(run_dir)
         self.settle()
-        self.server.drop_database(name)
         spare = self._take_spare()
+        try:
+            self._make(name, spare)
+        except ServerError:  # the name is taken (a directory made again): drop, then make
+            self.server.drop_database(name)
+            self._make(name, spare)
+        self._make_spare()
+
+    def _make(self, name: str, spare: str | None) -> None:
+        """Make the database ``name``: rename ``spare`` to it, or copy the template."""
         if spare is None:
             self.server.create_database(name, template=self.template)
         else:
             self.server.execute(f'ALTER DATABASE "{spare}" RENAME TO "{name}"')
-        self._make_spare()
 
     def _make_spare(self) -> None:
         """Start making a copy of the template for the next case."""
