@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-fast test-mcp1 gate lint typecheck clean bench bound2 dist equivalence screenshot stress
+.PHONY: test test-fast test-mcp1 gate lint typecheck clean bench bound2 dist equivalence screenshot stress case-studies
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,13 @@ test-mcp1:
 # Writes crashpoints-report.json, -junit.xml, -summary.md and -report.html here.
 gate: $(STAMP)
 	$(BIN)/crashpoints gate scenarios -- -n auto
+
+# Published libraries that promise safe tool calls, crash-tested unchanged at the versions
+# pinned in the case-studies extra (docs/case-studies.md): each test passes when the library's
+# verdict is the table's. Not in the gate: a new release must not turn the gate red.
+case-studies: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[case-studies]'
+	$(BIN)/python -m pytest -p crashpoints scenarios/case_studies -n 2 -q -p no:randomly
 
 # The HTML report's screenshot in the docs: a broken agent's failing case, in headless Chromium.
 screenshot: $(STAMP)

@@ -31,12 +31,13 @@ ITEMS = {
     7: "scaling",
     6: "memory",
     11: "session_memory",
-    13: "postgres_case",
+    14: "postgres_case",
     8: "clock_pin",
     10: "peer",
     2: "sweep",
     9: "engines",
     12: "absolute",
+    13: "waits",
 }
 
 

@@ -1,4 +1,4 @@
-"""Item 13: a crash case of an agent on PostgreSQL against the same agent on SQLite.
+"""Item 14: a crash case of an agent on PostgreSQL against the same agent on SQLite.
 
 The four-column job mailer (``scenarios/jobs_mailer.py``, its fix that parks a half-done
 job) with its jobs in a SQLite file of the run directory, and the same mailer on psycopg 3
@@ -97,7 +97,7 @@ def main() -> None:
     command = "python -m bench.postgres_case"
     if find_postgres_bin() is None:
         _stats.emit(_stats.result(
-            13, "PostgreSQL case cost", goal=f"<= {GOAL:g}x the same agent on SQLite",
+            14, "PostgreSQL case cost", goal=f"<= {GOAL:g}x the same agent on SQLite",
             met=None, figure="PostgreSQL is not installed", command=command, details={},
             status="skipped",
         ))
@@ -117,7 +117,7 @@ def main() -> None:
         DATABASE[0].settle()
     ratio = max(headline["ratio"]["median"], fault_free["ratio"]["median"])
     _stats.emit(_stats.result(
-        13, "PostgreSQL case cost", goal=f"<= {GOAL:g}x the same agent on SQLite",
+        14, "PostgreSQL case cost", goal=f"<= {GOAL:g}x the same agent on SQLite",
         met=ratio <= GOAL,
         figure=(
             f"{headline['ratio']['median']:.2f}x killed at B "

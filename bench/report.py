@@ -109,7 +109,17 @@ MEASURED = """\
     pytest test of the same mailer against a mocked API (each a whole `pytest` command); and
     the CPU of the invoice sweep as two shards (`--crashpoints-shard=1/2`, `2/2`) against one
     run.
-13. **PostgreSQL case**: the four-column job mailer (its fix) with its jobs in a SQLite file
+13. **Waits of the runtime scenarios** (no goal: a measurement), each passing test of the
+    bundled runtime scenarios (Celery, RQ, Dramatiq and procrastinate run as commands on a
+    real broker; Huey, DBOS, the MCP servers, the OpenAI Agents SDK over MCP and the patient
+    mailer as Python workers) as one `pytest` command with one job, twice, taking turns: with
+    every wait real (`PYTEST_CRASHPOINTS_REAL_WAITS=1`) and as shipped. Per test: the wall
+    time, the CPU time of the whole process tree, the time nothing computed (wall less CPU:
+    waiting, for a CPU included), and the report's waits (harness seconds skipped, real
+    seconds on a real server). The share the runtime required: the waiting left as shipped
+    over the waiting with every wait real (what skipping could not remove: a broker, a
+    database, a program on real time, the harness's own starts and stops).
+14. **PostgreSQL case**: the four-column job mailer (its fix) with its jobs in a SQLite file
     against the same mailer on psycopg 3 with a database per case cloned from a template in a
     private PostgreSQL server (`scenarios/pg_jobs/`), killed at B and fault-free, each pair
     back to back in alternating order; the ratio per pair. The server's start (once per
@@ -403,6 +413,84 @@ seconds 628 against 405 (the outbox relay 32.6 s to 2.9 s, the renewal charger 3
 the installments 27.5 s to 4.8 s, the jobs mailer's parked job 11.4 s to 1.1 s).
 """
 
+WAITS = """\
+## Waits nothing real needs
+
+A worker's waits move the case's one clock ([time in a crash
+test](concepts.md#time-in-a-crash-test)); a wait that nothing but the waiting thread could
+end returns at once, the clock moved by it. The harness sees a wait through the functions
+themselves, replaced in place once in the fork server (and in a worker started directly):
+`time.sleep`, `time.monotonic`, `time.perf_counter` (and their `_ns` forms) are builtin
+function objects whose method entry and bound object are pointed at CPython's own
+`PyObject_CallOneArg` (or `PyObject_CallObject`) and a callable module, so every reference to
+them, `from time import sleep` and `threading`'s `_time` included, calls the replacement and
+sees its exceptions; a selector's `select` (an event loop's timers) and
+`threading.Condition.wait` are patched on their classes. Until a worker arms them they call
+the real functions: the fork server stays as cheap as before, and the pytest process is
+never touched.
+
+At each wait, in this order, cheapest decisive first (`_process/waits.py`): a connection to
+a real server (every socket of the process, each classified once: a Unix socket's other end
+by `SO_PEERCRED`, a TCP one by the case's own servers' addresses, which the harness hands the
+worker; `/proc/net/tcp` is never read: it costs 15 to 20 ms on this loaded machine), the
+interleaving's plan (one small file), what an event loop watches (its own socket pair, a
+pipe whose ends it holds), then the threads and children in `/proc` (`_process/stillness.py`,
+`busywait`'s reasoning). About 0.1 to 0.3 ms a wait; the clocks cost a Python call per
+reading (a fraction of a microsecond).
+
+Measured on this 2-core machine, 2026-12-04 (load 3 to 5), against the commit before it
+(`55f610e`), each pair back to back:
+
+| | before | after |
+|---|---|---|
+| `scenarios/test_patient_mailer.py`: after a lost answer the mailer sleeps 31 s and looks \
+its mail up (5 cases) | the correct mailer **failed** (invariant 1: its search after 31 real \
+seconds still ran at harness time 2 s); its lost-answer case cost 61 s (timed out at 30 s, \
+run again) | passes; each case 0.1 to 0.25 s; with every wait real, 94.6 s for the same \
+verdicts |
+| the same mailer looking up at once (`broken/`) | caught (invariant 1) | caught \
+(invariant 1), 0.1 s a case |
+| the model agent's F sweep (`tests/cases/test_model_agent.py`, \
+`test_the_safe_agent_with_the_sdks_default_retries_passes_every_f`: the openai SDK sleeps \
+out `Retry-After` and its backoff) | 19.1 s | 8.3 s |
+| `scenarios/test_mcp_support.py::test_the_agents_sdk_refunds_and_emails_once_over_mcp` \
+(55 cases, `--crashpoints-seed=7`) | 37.4 s and 44.2 s (39 s of CPU) | 26.9 s and 38.7 s \
+(39 s of CPU); the same 55 schedules, verdicts and fingerprints |
+
+Every bundled scenario (`pytest -p crashpoints scenarios -n 2 --crashpoints-seed=7`, broken
+agents included, the patient mailer left out), before and after: the same 1,064 schedules,
+verdicts and fingerprints in both JSON reports. What their workers waited, as the report's
+`waits` says: the queue scenarios (Celery, RQ, Dramatiq, procrastinate) nothing a worker of
+the harness sees (their waits are in the programs they run, on real time, on a real broker);
+DBOS 58 s for real in its passing test, one second per process (a `time.sleep(1)` while
+DBOS's own background threads run on their timers: another thread that can move, so it is
+real); the MCP server served over HTTP by its worker 16 s for real (its uvicorn thread
+moves; before the worker's connections to its own server were told apart from a real
+server's, 25 s of it ran on real time, a fraction of a second now, while a connection is
+being accepted); the Agents SDK 9 s skipped; no Python worker waited on a real server.
+
+The Agents SDK test is not a third of its time: none of its cases waits out a timer (an
+`strace` of every process of its run shows no timed wait that ran its course), and 90% of
+its wall time is CPU: each worker spends about 0.25 s on the SDK's first use (its lazy
+imports, pydantic building the openai response models' schemas), which every forked worker
+redoes. Warming those in the test process before `run` (so the fork server inherits them)
+saved about a fifth of the CPU; a fork server that keeps such caches warm is left to do.
+
+Tests (`tests/process/test_waits.py`, `tests/process/test_clock.py`,
+`tests/cases/test_one_clock.py`, `tests/unit/test_wait_log.py`): each skipped wait is an hour
+(or 31 s against a 30 s timeout), so a wait slept for real fails the test by timing out, with
+no timed assertion; `time.sleep` (imported before the patch too), `asyncio.sleep`,
+`call_later`, `wait_for`, `Event.wait`, `Condition.wait`, `queue.get`, `Semaphore.acquire`
+and a select on the loop's own socket pair or pipe are skipped and move every clock by
+exactly their length; the same waits give the same timestamps run after run; a wait beside a
+moving thread, a child, another worker running at once is real and moves the clock by its
+length; a poll of a server in a process of its own every 10 ms until a 2 s deadline gets
+its answer (in virtual time it would have given up); an event loop waiting on a request in
+flight to the case's own server waits for the answer and its latency is no time, while the
+same server not named as the case's puts the worker on real time; the switch, the bound of
+a day, the grace, a worker held at a gate (the real time it is held is not the world's).
+"""
+
 SHARED_RUNNERS = """\
 ## Slow or shared runners
 
@@ -411,8 +499,9 @@ session. The gate gives the same verdict there as on a quiet laptop, and every t
 in every report; `make stress` holds it to that (below). What makes it so, and what to set:
 
 - **Nothing the harness does inside a case depends on wall-clock speed.** Harness time is a
-  clock the harness moves; provider latency, backoff, leases and search lag are harness
-  seconds. Before a crash state is copied or put back, and after every process ends, the
+  clock the harness and the workers' waits move, never real time passing; provider latency,
+  backoff, leases and search lag are harness seconds, and a worker's own clocks stand still
+  while it computes. Before a crash state is copied or put back, and after every process ends, the
   providers' servers settle: every request that reached them is answered first, so what a
   process sent just before it died is applied, as a real provider applies it, however slow the
   machine. The servers answer only the run's own processes (another run's process on a reused
@@ -424,7 +513,8 @@ in every report; `make stress` holds it to that (below). What makes it so, and w
   worker's processes waited for a CPU (Linux counts it per thread), up to twenty times the
   timeout in all: a worker delayed by other jobs is not timed out, a hung one (a deadlock, a
   wait that never ends) is. Raise the timeout only for an agent whose own work is slow: its
-  real waits (an SQLite busy timeout, a `sleep` of its own) count. A process that times out
+  real waits (an SQLite busy timeout, a program it runs, a `sleep` beside a thread that runs
+  or a real server) count; a `sleep` nothing else could end costs nothing. A process that times out
   makes its case *inconclusive*, never a violation: the verdict is `error`, naming the slow
   process.
 - **`-n`.** `-n auto` (one xdist worker per core) is right on a shared runner as on a laptop:
@@ -468,7 +558,10 @@ the worker started saw real time (freezegun ignores calls from `threading`), and
 to `time.time` held outside a module attribute was never patched. time-machine patches the C
 functions themselves: about 0.5 ms to start, the real `monotonic()`, `perf_counter()` and
 `sleep()`, and every check of item 8 passed. The harness switched; freezegun stays a
-development dependency of the bench only.
+development dependency of the bench only. (Item 8 compares the two libraries as they were
+used then, ticking with real time. Since one clock, a worker's time-machine traveller reads
+the worker's own clock, and the harness replaces `monotonic()`, `perf_counter()` and
+`sleep()` itself: [waits nothing real needs](#waits-nothing-real-needs).)
 
 **Fork from a pinned process.** `explore()` and `run_case()` start their workers from a fork
 server (`harness.fork_server`): a worker of the harness that pins itself once and forks each
@@ -606,7 +699,8 @@ def render(results: dict[str, Any]) -> str:
         f"Goals met: {', '.join(met) or 'none'}. Missed: {', '.join(missed) or 'none'}."
         + (f" Not measured: {', '.join(other)}." if other else "")
     )
-    lines += ["", *_profile(items), MEASURED, SESSION_COST, STATES, LOCK_WAITS, SHARED_RUNNERS]
+    lines += ["", *_profile(items), MEASURED, SESSION_COST, STATES, LOCK_WAITS, WAITS,
+              SHARED_RUNNERS]
     lines.append(KNOWN_COSTS)
     return "\n".join(lines).rstrip() + "\n"
 

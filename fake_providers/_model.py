@@ -8,8 +8,8 @@ Endpoints (JSON; every answer carries ``x-request-id`` and ``request-id``)::
 
 so that the ``openai`` SDK (``base_url=<server>/v1``) and the ``anthropic`` SDK
 (``base_url=<server>``) run unchanged against it. Keys go in ``Authorization: Bearer <key>``
-(OpenAI) or ``x-api-key: <key>`` (Anthropic). Answers are not streamed: a request with
-``stream: true`` is answered 400.
+(OpenAI) or ``x-api-key: <key>`` (Anthropic). A request with ``stream: true`` gets the same
+answer as the API's server-sent events (``_model_stream.py``).
 
 Every answer comes from the provider's :class:`~fake_providers.Script` (``Model(...,
 script=...)`` or ``model.script = ...``): the conversation the request carries is normalized
@@ -47,6 +47,7 @@ import httpx
 
 from pytest_crashpoints.errors import ScriptError
 
+from ._model_stream import stream_body
 from ._provider import Call, Provider, Reply, Route, json_body
 from ._script import Conversation, Message, ModelTurn, Script, ToolCall
 
@@ -57,7 +58,7 @@ CREATE TABLE IF NOT EXISTS model_calls(
     request_id TEXT PRIMARY KEY, seq INTEGER NOT NULL, time REAL NOT NULL, api TEXT NOT NULL,
     model TEXT NOT NULL, label TEXT, digest TEXT NOT NULL, turn INTEGER NOT NULL,
     asked INTEGER NOT NULL, text TEXT, tool_calls TEXT NOT NULL, prompt_tokens INTEGER NOT NULL,
-    completion_tokens INTEGER NOT NULL, error TEXT)
+    completion_tokens INTEGER NOT NULL, error TEXT, streamed INTEGER NOT NULL)
 """
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -78,7 +79,8 @@ class ModelCall:
     many answers of the model the conversation held; ``asked``: how many times the same
     question was answered before; ``text`` and ``tool_calls``: the answer (with the ids the
     model gave the calls); ``prompt_tokens``, ``completion_tokens``: estimates (four characters
-    a token); ``error``: why the script had no answer (then nothing was answered).
+    a token); ``error``: why the script had no answer (then nothing was answered);
+    ``streamed``: whether the request asked for the answer as a stream of events.
     """
 
     request_id: str
@@ -95,6 +97,7 @@ class ModelCall:
     prompt_tokens: int
     completion_tokens: int
     error: str | None
+    streamed: bool = False
 
     @property
     def answer(self) -> str:
@@ -258,6 +261,7 @@ class Model(Provider):
             "model": model, "label": key.label, "digest": digest, "turn": conversation.turn,
             "asked": conversation.asked, "text": None, "tool_calls": "[]",
             "prompt_tokens": prompt_tokens, "completion_tokens": 0, "error": None,
+            "streamed": int(bool(request.get("stream"))),
         }
         try:
             turn = self._answer(conversation)
@@ -277,10 +281,13 @@ class Model(Provider):
             completion_tokens=completion_tokens,
         )
         answer = render(call, request, turn, (prompt_tokens, completion_tokens))
+        body, content_type = json_body(answer), "application/json"
+        if request.get("stream"):
+            body, content_type = stream_body(api, answer, request), "text/event-stream"
         return Reply(
             200,
-            json_body(answer),
-            {"Content-Type": "application/json", "request-id": call.request_id},
+            body,
+            {"Content-Type": content_type, "request-id": call.request_id},
             payload_hash=digest,
             tool_calls=tuple(c.name for c in named),
             on_commit=_store(record),
@@ -302,10 +309,8 @@ def _read_request(
 ) -> tuple[dict[str, Any], str, list[Message], list[str]]:
     """The request ``body`` read with its API's ``parse``: the request, the model it names,
     its messages and its tools. Raises :class:`_BadRequest` for what this fake model does
-    not do (stream, keep conversations, answer more than one choice)."""
+    not do (keep conversations, answer more than one choice)."""
     request = _object(body, "the request body")
-    if request.get("stream"):
-        raise _BadRequest("this fake model does not stream: call it without stream=True")
     if request.get("previous_response_id") or request.get("conversation"):
         raise _BadRequest(
             "this fake model keeps no conversations: send the whole input each time "
@@ -351,7 +356,7 @@ def _call_record(row: sqlite3.Row) -> ModelCall:
         tool_calls=tuple(ToolCall(name, args, call_id)
                          for call_id, name, args in json.loads(row["tool_calls"])),
         prompt_tokens=row["prompt_tokens"], completion_tokens=row["completion_tokens"],
-        error=row["error"],
+        error=row["error"], streamed=bool(row["streamed"]),
     )
 
 

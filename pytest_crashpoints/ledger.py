@@ -11,7 +11,7 @@ Everything an agent needs at run time, with or without a test harness:
   an adapter answers (:class:`Receipt`, :class:`Found`, :class:`Absent`, :class:`Unavailable`);
 - the reference recovery (:func:`recover`, :class:`RecoveryPolicy`, :class:`RecoveryAction`);
 - views that let the harness read any ledger (:class:`LedgerView`, :class:`SQLiteLedgerView`,
-  :class:`JSONLinesLedgerView`, :class:`PostgresLedgerView`).
+  :class:`JSONLinesLedgerView`, :class:`PostgresLedgerView`, :class:`RedisLedgerView`).
 
 The most used names are also importable from ``pytest_crashpoints`` itself.
 """
@@ -32,6 +32,7 @@ from ._ledger.authority import Authority
 from ._ledger.jsonlines import JSONLinesLedgerView
 from ._ledger.postgres_view import PostgresLedgerView
 from ._ledger.records import Attempt, Event, QueueEntry
+from ._ledger.redis_view import RedisLedgerView
 from ._ledger.sqlite import SCHEMA_VERSION, Ledger
 from ._ledger.states import FINAL_STATES, IN_FLIGHT_STATES, TRANSITIONS, State
 from ._ledger.views import LedgerView, SQLiteLedgerView
@@ -56,6 +57,7 @@ __all__ = [
     "Receipt",
     "RecoveryAction",
     "RecoveryPolicy",
+    "RedisLedgerView",
     "SQLiteLedgerView",
     "State",
     "ToolAdapter",

@@ -42,9 +42,11 @@ SHORT = (
     "test_order_charger.py",
     "test_jobs_mailer.py",
     "test_async_notifier.py",
+    "test_patient_mailer.py",
     "test_ticket_opener.py",
     "broken/test_fresh_keys.py",
     "broken/test_jobs_mailer.py",
+    "broken/test_broken_agents.py::test_two_bugs_each_shown_by_a_schedule_of_its_own",
 )
 #: Seconds one gate run may take before it is ended (a hang is a failure, not a wait).
 GATE_TIMEOUT = 3600.0
@@ -146,6 +148,11 @@ def summary(report: dict[str, Any] | None) -> list[str]:
                 f"{failure.get('schedule_text')} ({str(failure.get('fingerprint'))[:12]}, "
                 f"deterministic {failure.get('deterministic')})"
             )
+            # And what was found after it, for the other invariants.
+            lines += [
+                f"  also: invariants {also.get('invariants')} at {also.get('schedule_text')}"
+                for also in failure.get("also") or []
+            ]
         for number, run in enumerate(test.get("schedules") or [], start=1):
             lines.append(
                 f"  {number} {run['phase']} {run['verdict']} {run['fingerprint'][:12]} "

@@ -6,9 +6,17 @@ Each test is matched by node id. Its schedules are put back in the order one mac
 them: the fault-free case once, then the exhaustive schedules by their index in the
 enumeration, then the generated (Hypothesis) and coverage schedules, shard by shard. A case
 two shards both ran (same schedule, same end state: the fault-free one, say) counts once.
-One machine stops at the first failing exhaustive schedule: so does the merge, and the
-failure reported is that one. The cases, coverage and strict coverage are counted again on
-what is kept: a point one shard never reached but another did is reached.
+The failure reported is the one one machine finds first (the first failing exhaustive
+schedule). One machine then goes on through the rest of the enumeration for the invariants
+that failure did not break, and so do the shards through theirs: the merge keeps every case,
+and the schedules found after the failure (``failure.also``) are those one machine would
+report: for each invariant the failure did not break, the first schedule in enumeration order
+that breaks it (from every shard's failure and schedules found after it; for Hypothesis
+shards, shard by shard). A failure after which no shard looked further (it broke no
+invariant, or is no verdict on the agent) ends the cases kept, as it ends one machine's run.
+A broken agent's ``expect=`` is judged again on what the merged failure and those schedules
+broke. The cases, coverage and strict coverage are counted again on what is kept: a point
+one shard never reached but another did is reached.
 
 The merged report has ``"shard": null`` and ``"merged_shards": N``; ``crashpoints show`` and
 the gate's readers take it as any other report.
@@ -24,7 +32,7 @@ from typing import Any, TextIO
 
 from .._harness.case.schedule import COVERAGE_KINDS
 from .._plugin.results import REPORT_VERSION
-from .._plugin.summary import verdict_of
+from .._plugin.summary import broken_invariants, verdict_of
 from ..errors import CrashpointsError
 from .gate import GATE_ERROR, say_write_error, write_atomically
 from .reading import load_report, render_table
@@ -178,6 +186,11 @@ def _merge_test(nodeid: str, entries: Sequence[Report | None]) -> Report:
     runs = _ordered_runs(present)
     deciding = _deciding(present, runs)
     merged = dict(deciding)
+    if deciding.get("failure") and _looked_further(deciding):
+        merged["failure"] = _merged_also(deciding, present, runs)
+        _judge_expected(merged)
+    elif (first := _first_failing(runs)) is not None:
+        runs = runs[: first + 1]  # where one machine stops
     if any(isinstance(t.get("schedules"), list) for _, t in present):
         merged.update(_counted(present, runs))
         if _held_to_coverage(merged):
@@ -196,8 +209,7 @@ def _merge_test(nodeid: str, entries: Sequence[Report | None]) -> Report:
 
 
 def _ordered_runs(present: Sequence[tuple[int, Report]]) -> list[Report]:
-    """Every shard's cases in one machine's order, each distinct case once, cut after the
-    first failing one of the fault-free and exhaustive phases (where one machine stops)."""
+    """Every shard's cases in one machine's order, each distinct case once."""
 
     def key(item: tuple[int, int, Report]) -> tuple[int, int, int, int]:
         shard, position, run = item
@@ -221,24 +233,34 @@ def _ordered_runs(present: Sequence[tuple[int, Report]]) -> list[Report]:
             continue
         seen.add(case)
         runs.append(run)
-        if run["verdict"] != "passed" and key(item)[0] < 2:
-            break
     return runs
+
+
+def _first_failing(runs: Sequence[Report]) -> int | None:
+    """Where the first failing case of the fault-free and exhaustive phases is in ``runs``
+    (where one machine's failure is found), if there is one."""
+    for position, run in enumerate(runs):
+        ordered = run.get("phase") == "fault-free" or (
+            run.get("phase") == "exhaustive" and isinstance(run.get("index"), int)
+        )
+        if ordered and run["verdict"] != "passed":
+            return position
+    return None
 
 
 def _deciding(present: Sequence[tuple[int, Report]], runs: Sequence[Report]) -> Report:
     """The entry whose verdict, outcome and failure the merged test takes: a test that
     raised (its exploration is incomplete); else the shard of the failure one machine
-    would have stopped at (the last case kept, if it failed), else the first shard that
-    found a failure; else the first that did not pass; else the first."""
+    finds first (the first failing case of the fault-free and exhaustive phases), else the
+    first shard that found a failure; else the first that did not pass; else the first."""
     for _, test in present:
         if verdict_of(test) == "error" and not test.get("failure"):
             return test
-    last = runs[-1] if runs else None
-    if last is not None and last["verdict"] != "passed":
+    first = _first_failing(runs)
+    if first is not None:
         for _, test in present:
             failure = test.get("failure") or {}
-            if failure.get("schedule_text") == last["schedule_text"]:
+            if failure.get("schedule_text") == runs[first]["schedule_text"]:
                 return test
     for _, test in present:
         if test.get("failure"):
@@ -294,7 +316,107 @@ def _counted(present: Sequence[tuple[int, Report]], runs: Sequence[Report]) -> R
             key: sum(int((test.get("timeout_reruns") or {}).get(key, 0)) for test in tests)
             for key in ("cases", "finished")
         },
+        "waits": {
+            key: round(sum(float((test.get("waits") or {}).get(key, 0)) for test in tests), 3)
+            for key in ("skipped", "real", "world")
+        } | {"waits": sum(int((test.get("waits") or {}).get("waits", 0)) for test in tests)},
     }
+
+
+def _looked_further(test: Report) -> bool:
+    """Whether the run that found ``test``'s failure went on to look for the invariants it
+    did not break: a report that has ``failure.also``, of a failure that broke one and is
+    a verdict on the agent (no error, no disagreement of the engines)."""
+    failure = test.get("failure") or {}
+    return bool(
+        "also" in failure
+        and failure.get("invariants")
+        and not failure.get("disagreement")
+        and not test.get("error_origin")
+    )
+
+
+def _merged_also(
+    deciding: Report, present: Sequence[tuple[int, Report]], runs: Sequence[Report]
+) -> Report:
+    """The deciding failure with the schedules one machine would have found after it: from
+    every shard's failure and ``also``, the deciding failure first, then by enumeration
+    index (Hypothesis's: shard by shard), each kept for the invariants no earlier one broke
+    (``also.py`` on one machine)."""
+    failure = dict(deciding["failure"])
+    candidates: list[tuple[tuple[bool, int, int, int], Report]] = []
+    for shard, test in present:
+        found = test.get("failure") or {}
+        if not found or (test is not deciding and not _looked_further(test)):
+            continue  # nothing found, or no verdict on the agent
+        if test is not deciding:  # another shard's failure: a schedule found after THE one
+            own = {
+                **{k: found.get(k) for k in ("schedule", "schedule_text", "token", "violations")},
+                "replay_command": found.get("replay_command"),
+                "invariants": list(found.get("invariants", [])),
+                "broken": list(found.get("invariants", [])),
+                "titles": dict(found.get("titles") or {}),
+                "index": _index_of(test, found),
+            }
+            candidates.append((_order(own, shard, 0), own))
+        for position, also in enumerate(found.get("also") or [], start=1):
+            candidates.append((_order(also, shard, position), also))
+    seen = set(failure.get("invariants", []))
+    kept: list[Report] = []
+    for _, also in sorted(candidates, key=lambda item: item[0]):
+        broken = list(also.get("broken") or also["invariants"])
+        new = [n for n in broken if n not in seen]
+        if not new:
+            continue
+        kept.append(_narrowed(also, new))
+        seen |= set(broken)
+    first = _first_failing(runs)
+    failure["also"] = kept
+    failure["also_cases"] = (
+        len(runs) - first - 1
+        if first is not None
+        else sum(int((t.get("failure") or {}).get("also_cases", 0)) for _, t in present)
+    )
+    stopped = [(t.get("failure") or {}).get("also_stopped") for _, t in present]
+    failure["also_stopped"] = next((why for why in stopped if why), None)
+    return failure
+
+
+def _order(also: Report, shard: int, position: int) -> tuple[bool, int, int, int]:
+    index = also.get("index")
+    return (not isinstance(index, int), index if isinstance(index, int) else 0, shard, position)
+
+
+def _index_of(test: Report, failure: Report) -> int | None:
+    """The enumeration index of ``failure``'s schedule in ``test``'s cases (``None``: not an
+    exhaustive schedule)."""
+    for run in test.get("schedules") or []:
+        if run.get("schedule_text") == failure.get("schedule_text") and run["verdict"] != "passed":
+            index = run.get("index")
+            return index if isinstance(index, int) else None
+    return None
+
+
+def _narrowed(also: Report, new: Sequence[Any]) -> Report:
+    """``also`` reported for ``new`` alone: its violations of those (each violation's text
+    starts with ``invariant N (``)."""
+    prefixes = tuple(f"invariant {n} (" for n in new)
+    return {
+        **also,
+        "invariants": list(new),
+        "violations": [v for v in also.get("violations", []) if v.startswith(prefixes)],
+        "titles": {k: v for k, v in (also.get("titles") or {}).items() if k in new},
+    }
+
+
+def _judge_expected(test: Report) -> None:
+    """A broken agent (``expect=``) is caught when the merged failure and the schedules
+    found after it broke every invariant it expects (as one machine judges it)."""
+    failure = test.get("failure") or {}
+    if not test.get("expect") or test.get("verdict") == "error":
+        return
+    caught = set(test["expect"]) <= set(broken_invariants(failure))
+    test["outcome"] = "passed" if caught else "failed"
 
 
 def _held_to_coverage(test: Report) -> bool:

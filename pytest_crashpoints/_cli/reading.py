@@ -11,7 +11,7 @@ from .._harness.verdict.printable import for_terminal, markdown_code, markdown_f
 from .._plugin.columns import columns
 from .._plugin.results import REPORT_VERSION
 from .._plugin.schema import problem, report_schema
-from .._plugin.summary import verdict_of
+from .._plugin.summary import broken_invariants, verdict_of
 from ..errors import CrashpointsError
 
 __all__ = ["load_report", "render_markdown", "render_table", "report_totals"]
@@ -82,7 +82,7 @@ def why(test: Mapping[str, Any]) -> str:
         at = f" at {test['error_at']}" if test.get("error_at") else ""
         return f"error in {origin}{at}: {test['error']}" if origin else f"error: {test['error']}"
     if test.get("expect") and (verdict == "failed" or not failure):
-        found = set(failure.get("invariants", []))
+        found = set(broken_invariants(failure))
         if not set(test["expect"]) <= found:
             return "broken agent not caught"
     if verdict != "failed":
@@ -107,6 +107,9 @@ def _rows(tests: Sequence[Mapping[str, Any]]) -> list[tuple[str, ...]]:
     for test in tests:
         failure = test.get("failure") or {}
         found = ", ".join(str(n) for n in failure.get("invariants", [])) or "-"
+        also = [n for n in broken_invariants(failure) if n not in failure.get("invariants", [])]
+        if also:  # broken by schedules found after the failure
+            found += f"; also {', '.join(str(n) for n in also)}"
         expected = ", ".join(str(n) for n in test.get("expect", [])) or "-"
         row = (test["nodeid"], verdict_of(test), str(test["cases"]), expected, found, why(test))
         rows.append(row)
@@ -190,6 +193,17 @@ def render_markdown(document: Mapping[str, Any], *, passed: bool) -> str:
                 "",
                 f"Replay: {markdown_code(failure['replay_command'])}",
             ]
+            for also in failure.get("also") or []:
+                broken = ", ".join(str(n) for n in also["invariants"])
+                lines += [
+                    "",
+                    f"Also breaks invariant(s) {markdown_text(broken)}: "
+                    f"{markdown_text(also['schedule_text'])}",
+                    "",
+                    *markdown_fence(also["violations"]),
+                    "",
+                    f"Replay: {markdown_code(also['replay_command'])}",
+                ]
     return "\n".join(lines) + "\n"
 
 

@@ -64,6 +64,15 @@ def show(path: Path, *, out: TextIO | None = None) -> int:
         print("timeline:", file=stream)
         print(failure["timeline"], file=stream)
         print(f"replay: {failure['replay_command']}", file=stream)
+        for also in failure.get("also") or []:
+            broken = ", ".join(str(n) for n in also["invariants"])
+            print(f"also breaks invariant(s) {broken}: {also['schedule_text']}", file=stream)
+            for violation in also["violations"]:
+                print(violation, file=stream)
+            print(f"replay: {also['replay_command']}", file=stream)
+        if failure.get("also_stopped"):
+            print(f"the search for other invariants stopped early: {failure['also_stopped']}",
+                  file=stream)
     return 1 if any(verdict_of(t) in ("failed", "error") for t in document["tests"]) else 0
 
 

@@ -87,7 +87,7 @@ _original: dict[str, Callable[..., sqlite3.Connection]] = {}
 
 def next_commit_number() -> int:
     """The number of the process's next commit attempt (``n`` of ``db.commit``), counted over
-    every database of the process, SQLite's and PostgreSQL's (``pg_commits.py``) alike."""
+    every database of the process, SQLite's, PostgreSQL's (``pg_commits.py``) and Redis's alike."""
     return next(_attempts)
 
 

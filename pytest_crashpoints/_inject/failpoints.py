@@ -269,10 +269,12 @@ class _Armed:
         channel: Channel,
         *,
         on_hit: Callable[[], None] | None = None,
+        on_hold: Callable[[], None] | None = None,
     ) -> None:
         self.faults = faults
         self.channel = channel
         self.on_hit = on_hit
+        self.on_hold = on_hold
         self.matched = [0] * len(faults)
         self.counts: dict[str, int] = {}
         self.trace: list[Hit] = []
@@ -334,13 +336,22 @@ class _Armed:
             self.channel.send(("stopped", point, n, len(self.trace), deferred))
         except (EOFError, OSError):
             os.kill(os.getpid(), signal.SIGKILL)
+        self._held()
         os.kill(os.getpid(), signal.SIGSTOP)
+        if self.on_hit is not None:
+            self.on_hit()
+
+    def _held(self) -> None:
+        # The time a worker is held (at a gate, stopped) is the harness's, not the world's.
+        if self.on_hold is not None:
+            self.on_hold()
 
     def _pause(self, gate: str, point: str, n: int) -> None:
         try:
             # The thread that waits here, and what it reads the release from: with them the
             # harness can tell that this process cannot move (``_process/busywait.py``).
             waiting = (threading.get_native_id(), self.channel.fileno())
+            self._held()
             self.channel.send(("paused", gate, point, n, waiting))
             while self.channel.recv() != ("release", gate):
                 pass
@@ -455,11 +466,17 @@ def _plain(context: Mapping[str, object]) -> dict[str, object]:
 
 
 def install(
-    faults: tuple[Fault, ...], channel: Channel, *, on_hit: Callable[[], None] | None = None
+    faults: tuple[Fault, ...],
+    channel: Channel,
+    *,
+    on_hit: Callable[[], None] | None = None,
+    on_hold: Callable[[], None] | None = None,
 ) -> _Armed:
-    """Arm fail points in this process. Only a harness worker calls this, in the child."""
+    """Arm fail points in this process. Only a harness worker calls this, in the child.
+    ``on_hit`` runs at every fail point call and after the process was held (at a gate,
+    stopped); ``on_hold`` just before it is held."""
     global _armed
-    _armed = _Armed(faults, channel, on_hit=on_hit)
+    _armed = _Armed(faults, channel, on_hit=on_hit, on_hold=on_hold)
     return _armed
 
 

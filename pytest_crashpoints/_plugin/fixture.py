@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .._harness.case.scenario import CaseDatabase, Scenario
     from .._harness.search.explore import CaseRaised, CrashSettings
     from .._harness.search.findings import ExplorationReport
+    from .._harness.storage.agent_redis import RedisConfig
     from .._harness.verdict.invariants import Invariant
     from .._ledger.views import LedgerView
     from .options import SessionOptions
@@ -171,6 +172,7 @@ class CrashpointsFixture:
         setup: Callable[[Context], object] | None = None,
         incident: Incident | None = None,
         databases: Sequence[CaseDatabase] = (),
+        redis: object = None,
     ) -> ExplorationReport:
         """Explore crash schedules of ``worker`` on ``messages``; fail the test on a violation.
 
@@ -202,6 +204,10 @@ class CrashpointsFixture:
         ``databases`` are databases made fresh for each case in a database server and dropped
         after it (``crashpoints_postgres.case_database(schema=...)``, docs/howto-postgres.md);
         a test with one runs every case from its start (the processes engine).
+        ``redis`` gives each case a ``redis-server`` of its own at ``ctx.redis_url``:
+        ``True`` (Redis's default persistence, RDB snapshots) or the ``redis.conf``
+        directives of production (``{"appendonly": "yes", "appendfsync": "everysec"}``); a
+        power loss restarts it on what its files keep (docs/howto-redis.md).
 
         Returns the report when every schedule passed (or, with ``expect=``, when the
         expected violation was caught).
@@ -216,7 +222,7 @@ class CrashpointsFixture:
                 worker=worker, recover=recover, command=command, recover_command=recover_command,
                 messages=messages, authorities=authorities, ledger_view=ledger_view, model=model,
                 transport_points=transport_points, invariants=invariants, setup=setup,
-                incident=incident, databases=databases,
+                incident=incident, databases=databases, redis=redis,
             )
         except CaseRaised as exc:
             raise self._case_raised(exc) from None
@@ -287,6 +293,7 @@ class CrashpointsFixture:
         setup: Callable[[Context], object] | None,
         incident: Incident | None,
         databases: Sequence[CaseDatabase] = (),
+        redis: object = None,
     ) -> Scenario:
         """The scenario of ``run``'s arguments under this test's marker. Raises
         :class:`CrashpointsError` for a test set up wrong."""
@@ -324,6 +331,7 @@ class CrashpointsFixture:
             setup=setup,
             incident=incident,
             databases=tuple(databases),
+            redis=_agent_redis(redis),
         )
         self._check_expected_names(scenario)
         return scenario
@@ -367,8 +375,11 @@ class CrashpointsFixture:
         from ..errors import CrashpointsError
 
         def note_statistics(stats: Any) -> None:
-            stats["nodeid"] = self.nodeid
-            self.statistics = describe_statistics(stats)
+            # The first search's: the searches after a failure (for the other invariants it
+            # breaks) are Hypothesis runs too, and would each replace it.
+            if self.statistics is None:
+                stats["nodeid"] = self.nodeid
+                self.statistics = describe_statistics(stats)
 
         try:
             with collector.with_value(note_statistics):  # type: ignore[arg-type]
@@ -462,12 +473,13 @@ class CrashpointsFixture:
         from .._harness.verdict.invariants import invariant_key
 
         expected = self.marker.expect
-        found = set(report.failure.invariants) if report.failure else set()
+        # What the failing schedule broke, and what the rest of the budget found after it.
+        found = set(report.failure.every_invariant) if report.failure else set()
         if not set(expected) <= found:
             stopped = (
-                " The exploration stops at the first failing schedule, and that one broke "
-                "only these: expect what one schedule breaks, and give each other bug a "
-                "test of its own."
+                " The failing schedule and the schedules found after it broke only these: "
+                "a larger budget (max_examples=, max_faults=, more points) may find the rest, "
+                "or give each other bug a test of its own."
                 if found
                 else ""
             )
@@ -535,3 +547,17 @@ def _by_reason(reasons: Mapping[str, str]) -> list[tuple[str, list[str]]]:
     for point, why in reasons.items():
         grouped.setdefault(why, []).append(point)
     return list(grouped.items())
+
+
+def _agent_redis(value: object) -> RedisConfig | None:
+    """``redis=`` of ``run`` as the scenario's :class:`RedisConfig`. Raises
+    :class:`CrashpointsError` for a value that is not one, or when ``redis-server`` is not
+    installed."""
+    from .._harness.storage.agent_redis import RedisConfig
+    from .._servers.redis_server import INSTALL, find_redis_server
+    from ..errors import CrashpointsError
+
+    config = RedisConfig.of(value)
+    if config is not None and find_redis_server() is None:
+        raise CrashpointsError(f"redis= needs redis-server, which is not on PATH; {INSTALL}.")
+    return config

@@ -24,7 +24,7 @@ from typing import Any
 from .._harness.case.schedule import COVERAGE_KINDS
 from .._harness.verdict.invariants import INVARIANTS
 from .markup import anchor, escape
-from .summary import verdict_of
+from .summary import broken_invariants, verdict_of
 from .swimlane import readable, swimlane
 
 __all__ = ["render_html"]
@@ -110,6 +110,10 @@ def _own_invariants(tests: Sequence[Mapping[str, Any]]) -> dict[str, str]:
         for name in failure.get("invariants") or []:
             if isinstance(name, str):
                 own.setdefault(name, str(titles.get(name, "")))
+        for also in failure.get("also") or []:
+            for name in also.get("invariants") or []:
+                if isinstance(name, str):
+                    own.setdefault(name, str((also.get("titles") or {}).get(name, "")))
         case = failure.get("case") if readable(failure.get("case")) else None
         for violation in (case or {}).get("violations", []):
             if isinstance(violation["invariant"], str) and not own.get(violation["invariant"]):
@@ -202,6 +206,9 @@ def _summary(tests: Sequence[Mapping[str, Any]]) -> str:
     for index, test in enumerate(tests, start=1):
         failure = test.get("failure") or {}
         found = ", ".join(str(n) for n in failure.get("invariants", [])) or "-"
+        also = [n for n in broken_invariants(failure) if n not in failure.get("invariants", [])]
+        if also:  # broken by schedules found after the failure
+            found += f"; also {', '.join(str(n) for n in also)}"
         expected = ", ".join(str(n) for n in test.get("expect", [])) or "-"
         cases = int(test.get("cases", 0))
         rows.append(
@@ -431,6 +438,32 @@ def _failure(tid: str, failure: Mapping[str, Any]) -> list[str]:
             f'<pre class="timeline-text">{escape(failure.get("timeline", ""))}</pre>',
         ]
     lines += _replay(tid, failure)
+    lines += _also(tid, failure)
+    return lines
+
+
+def _also(tid: str, failure: Mapping[str, Any]) -> list[str]:
+    """Each schedule found after the failure for invariants it did not break: what it
+    breaks, its schedule, violations and replay command."""
+    lines = []
+    for number, also in enumerate(failure.get("also") or [], start=1):
+        broken = ", ".join(str(n) for n in also.get("invariants", []))
+        aid = f"{tid}-also{number}"
+        lines += [
+            f'<h3 id="{aid}-h">Also breaks invariant(s) {escape(broken)}</h3>',
+            f'<p class="schedule">{escape(also.get("schedule_text", ""))}</p>',
+            *(f"<pre>{escape(text)}</pre>" for text in also.get("violations", [])),
+            '<div class="replay">',
+            f'<code id="{aid}-replay">{escape(also.get("replay_command", ""))}</code>',
+            f'<button type="button" data-copy="{aid}-replay">Copy the command</button>',
+            '<span class="copied" role="status" aria-live="polite"></span>',
+            "</div>",
+        ]
+    if failure.get("also_stopped"):
+        lines.append(
+            '<p class="error">The search for other invariants stopped early: '
+            f"{escape(failure['also_stopped'])}</p>"
+        )
     return lines
 
 

@@ -335,15 +335,16 @@ def read_options(config: pytest.Config) -> SessionOptions:
 def _check_switches() -> None:
     """The switches that are only environment variables: a bad value is refused as an
     option's is (the workers read them, not the plugin)."""
-    from .._process.busywait import REAL_WAITS_ENV
+    from .._process.switches import SWITCHES
 
-    raw = os.environ.get(REAL_WAITS_ENV)
-    if raw is None:
-        return
-    try:
-        _flag(raw)
-    except ValueError as exc:
-        raise pytest.UsageError(
-            f"crashpoints: {REAL_WAITS_ENV} has the value {raw!r}: {exc}. Set it to 1 to "
-            "sleep out every SQLite lock wait (see docs/reference.md)."
-        ) from None
+    for name, does in SWITCHES.items():
+        raw = os.environ.get(name)
+        if raw is None:
+            continue
+        try:
+            _flag(raw)
+        except ValueError as exc:
+            raise pytest.UsageError(
+                f"crashpoints: {name} has the value {raw!r}: {exc}. Set it to 1 to {does} "
+                "(see docs/reference.md)."
+            ) from None

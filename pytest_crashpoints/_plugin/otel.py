@@ -32,7 +32,7 @@ SPAN_KIND_INTERNAL, SPAN_KIND_CLIENT = 1, 3
 STATUS_ERROR = 2
 _STARTS = ("deliver", "recovery")
 _ENDS = ("worker", "kill", "raised", "timeout", "died")
-_EVENTS = ("kill", "power", "raised", "timeout", "died", "error", "note")
+_EVENTS = ("kill", "power", "raised", "timeout", "died", "error", "note", "wait")
 
 
 def _value(value: object) -> dict[str, Any]:

@@ -31,7 +31,7 @@ REPORT_ATTR = "crashpoints"
 def junit_properties(data: dict[str, Any], *, outcome: str) -> list[tuple[str, object]]:
     """What a crash test adds to its JUnit XML ``<properties>``: the seed, the number of
     cases, the verdict, and, for a failing schedule, the invariants broken and its replay
-    token."""
+    token, and for each schedule found after it for other invariants, those and its token."""
     from .summary import verdict_of
 
     properties: list[tuple[str, object]] = [
@@ -44,6 +44,10 @@ def junit_properties(data: dict[str, Any], *, outcome: str) -> list[tuple[str, o
         invariants = " ".join(str(number) for number in failure.get("invariants", []))
         properties.append(("crashpoints.invariants", invariants))
         properties.append(("crashpoints.replay", failure.get("token")))
+        # The other invariants broken, each by a schedule found after the failure.
+        for also in failure.get("also") or []:
+            invariants = " ".join(str(number) for number in also.get("invariants", []))
+            properties.append(("crashpoints.also", f"{invariants} {also.get('token')}"))
     return properties
 
 

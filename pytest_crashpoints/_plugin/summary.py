@@ -10,7 +10,13 @@ from .._harness.verdict.invariants import invariant_key
 from .._harness.verdict.printable import for_terminal
 from .columns import columns
 
-__all__ = ["schedule_lines", "summary_lines", "verdict_of"]
+__all__ = [
+    "also_lines",
+    "broken_invariants",
+    "schedule_lines",
+    "summary_lines",
+    "verdict_of",
+]
 
 
 def verdict_of(result: Mapping[str, Any]) -> str:
@@ -76,11 +82,29 @@ def _tally(
             agg = points.setdefault(point, {"reached": 0, "killed": 0})
             agg["reached"] += int(row.get("reached", 0))
             agg["killed"] += int(row.get("killed", 0))
-        failure = result.get("failure")
-        if failure:
-            for number in failure.get("invariants", []):
-                violations[number] = violations.get(number, 0) + 1
+        for number in broken_invariants(result.get("failure")):
+            violations[number] = violations.get(number, 0) + 1
     return cases, points, violations
+
+
+def broken_invariants(failure: Mapping[str, Any] | None) -> list[int | str]:
+    """Every invariant a test's failure broke, those of the schedules found after it
+    (``failure.also``) too, each once, in order (the six by number, then your own)."""
+    if not failure:
+        return []
+    found = {*failure.get("invariants", [])}
+    found |= {n for also in failure.get("also") or [] for n in also.get("invariants", [])}
+    return sorted(found, key=invariant_key)
+
+
+def also_lines(nodeid: str, failure: Mapping[str, Any]) -> list[str]:
+    """One line per schedule found after a test's failure for other invariants: what it
+    breaks, the schedule, and its replay command."""
+    return [
+        f"also breaks invariant(s) {', '.join(str(n) for n in also['invariants'])} in "
+        f"{nodeid}: {also['schedule_text']}; replay: {also['replay_command']}"
+        for also in failure.get("also") or []
+    ]
 
 
 def _point_lines(points: Mapping[str, Mapping[str, int]]) -> list[str]:
@@ -146,6 +170,7 @@ def _result_lines(result: Mapping[str, Any]) -> list[str]:
     failure = result.get("failure")
     if failure and verdict_of(result) == "failed":
         lines.append(f"replay {result['nodeid']}: {failure['replay_command']}")
+        lines += also_lines(result["nodeid"], failure)
     return lines
 
 

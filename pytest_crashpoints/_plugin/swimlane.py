@@ -276,8 +276,8 @@ def _harness_cell(grid: _Grid, index: int, row: Mapping[str, Any], cells: _Cells
         cells.add(grid.column[processes[0]], _mark("kill", label, text, body), "end")
     elif kind in _ENDS and processes:
         cells.add(grid.column[processes[0]], _mark(kind, _ENDS[kind], text, body), "end")
-    elif kind in ("note", "error", "output") and processes:
-        label = {"error": "⚠ error", "output": "output"}.get(kind, "note")
+    elif kind in ("note", "error", "output", "wait") and processes:
+        label = {"error": "⚠ error", "output": "output", "wait": "⏱ waited"}.get(kind, "note")
         cells.add(grid.column[processes[0]], _mark(kind, label, text, body))
     else:
         cells.add(grid.column["harness"], _mark(kind, _harness_label(kind, text, data), text, body))

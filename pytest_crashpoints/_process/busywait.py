@@ -15,7 +15,8 @@ monotonic time by which its waits must end. In the runner, SQLite's sleep (the `
 every registered VFS, patched in place by :func:`install`) returns at once, as if it had
 slept, when all of this holds:
 
-* the plan names this process, and nothing else of this process can move (:func:`_frozen`):
+* the plan names this process, and nothing else of this process can move
+  (:func:`~.stillness.frozen`):
   no child, and every other thread asleep in an untimed wait on a private futex, which only
   a thread of this process could end (an idle pool thread, a queue's reader);
 * every held process could not move when the plan was written: no child, its thread at the
@@ -42,13 +43,24 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any, Protocol
 
-__all__ = ["arm", "install", "plan_path", "running_alone", "skipped", "supported"]
+from .plan import nobody_alone, plan_path, read_plan, write_plan
+from .stillness import frozen
+from .switches import REAL_BUSY_WAITS_ENV, switched_on
+
+__all__ = [
+    "arm",
+    "install",
+    "nobody_alone",
+    "plan_path",
+    "running_alone",
+    "skipped",
+    "supported",
+]
 
 #: Set to ``1`` (or ``true``, ``yes``, ``on``) in the harness's environment: every wait is slept.
-REAL_WAITS_ENV = "PYTEST_CRASHPOINTS_REAL_BUSY_WAITS"
+REAL_WAITS_ENV = REAL_BUSY_WAITS_ENV
 
 
 class Running(Protocol):
@@ -116,13 +128,6 @@ _originals: dict[int, Any] = {}
 _shim: Any = None
 
 
-def plan_path(clock_path: str | os.PathLike[str]) -> Path:
-    """Where the harness writes the plan of a run whose clock is at ``clock_path`` (never
-    part of a crash state: ``crashstates`` leaves it out)."""
-    path = Path(clock_path)
-    return path.with_name(path.name + ".runner")
-
-
 def _library() -> Any:
     """The SQLite library this Python's ``sqlite3`` module uses (a ``ctypes.CDLL``), if it is
     a shared one; else ``None``."""
@@ -154,7 +159,7 @@ def install() -> bool:
     global _shim
     if _shim is not None:
         return True
-    if not sys.platform.startswith("linux") or _real_waits_asked():
+    if not sys.platform.startswith("linux") or switched_on(REAL_WAITS_ENV):
         return False
     library = _library()
     if library is None:
@@ -172,13 +177,6 @@ def install() -> bool:
         address = vfs.pNext
     _shim = shim
     return True
-
-
-def _real_waits_asked() -> bool:
-    """:data:`REAL_WAITS_ENV` is set to anything but an "off" (``0``, ``false``, ``no``,
-    ``off``, empty); the plugin refuses a value that is neither "on" nor "off"."""
-    value = os.environ.get(REAL_WAITS_ENV, "").strip().lower()
-    return value not in ("", "0", "false", "no", "off")
 
 
 def arm(clock_path: str | os.PathLike[str] | None) -> None:
@@ -200,7 +198,9 @@ def _sleep(vfs: int, microseconds: int) -> int:
             return microseconds
         if _Skips.owed:  # a long wait: what was skipped is slept now, then the rest
             owed, _Skips.owed = _Skips.owed, 0
-            time.sleep(owed / 1e6)
+            from .waits import real_sleep  # a worker's own time.sleep may be skipped
+
+            real_sleep(owed / 1e6)
     except Exception:  # never fail a sleep: sleep it
         pass
     return original(vfs, microseconds) if original is not None else 0
@@ -209,105 +209,19 @@ def _sleep(vfs: int, microseconds: int) -> int:
 def _skips(microseconds: int) -> bool:
     if _Skips.real or _Skips.plan is None:
         return False
-    try:
-        with open(_Skips.plan) as file:
-            runner, until = file.read().split()
-    except (OSError, ValueError):
+    plan = read_plan(_Skips.plan)
+    if plan is None:
         return False
-    if int(runner) != os.getpid() or not _frozen(os.getpid(), threading.get_native_id()):
+    runner, until = plan
+    if runner != os.getpid() or not frozen(os.getpid(), threading.get_native_id()):
         return False
-    if time.monotonic() + (_Skips.owed + microseconds) / 1e6 > float(until):
+    # The harness's clock: a worker's monotonic() is its own (``waits``).
+    if time.clock_gettime(time.CLOCK_MONOTONIC) + (_Skips.owed + microseconds) / 1e6 > until:
         _Skips.real = True
         return False
     _Skips.owed += microseconds
     _Skips.total += microseconds
     return True
-
-
-#: Linux's system call numbers, by machine: ``read`` and ``futex``.
-_SYSCALLS = {"x86_64": (0, 202), "aarch64": (63, 98)}
-
-
-@functools.cache
-def _syscalls() -> tuple[int, int] | None:
-    """This machine's ``read`` and ``futex`` numbers (None: another machine, nothing frozen)."""
-    return _SYSCALLS.get(os.uname().machine)
-_FUTEX_PRIVATE_FLAG = 128
-_FUTEX_CMD_MASK = 127  # the operation without its private and realtime-clock flags
-_FUTEX_WAITS = (0, 9)  # FUTEX_WAIT, FUTEX_WAIT_BITSET
-
-
-def _frozen(pid: int, moving: int, reading: int | None = None) -> bool:
-    """Whether process ``pid`` cannot move by itself (read from ``/proc``): it has no child,
-    and every thread but ``moving`` sleeps in an untimed wait on a private futex, which only
-    a thread of the process could end. ``reading``: the descriptor ``moving`` (a held
-    worker's thread at its gate) must be asleep reading, the harness's release; ``None``:
-    ``moving`` is the caller's own thread. One thread alone is frozen: at a gate it can only
-    go on to read its release.
-
-    A thread is read twice, its state and context switches before and after its system call
-    (and every thread once before any is read again): a thread that ran in between, or was
-    woken and waits for a CPU, shows a count or a state that changed. So at one instant every
-    thread was asleep where it was read, and from then on none could wake another."""
-    try:
-        threads = sorted(int(tid) for tid in os.listdir(f"/proc/{pid}/task"))
-        if any(_has_children(pid, tid) for tid in threads):
-            return False
-        if threads == [moving]:
-            return True
-        asleep = {tid for tid in threads if tid != moving or reading is not None}
-        if moving not in threads or not asleep:
-            return False
-        first = {tid: _sleeping(pid, tid, reading if tid == moving else None) for tid in asleep}
-        if None in first.values():
-            return False
-        again = {tid: _switches(pid, tid) for tid in asleep}
-        return again == first and sorted(int(t) for t in os.listdir(f"/proc/{pid}/task")) == threads
-    except (OSError, ValueError):
-        return False
-
-
-def _has_children(pid: int, tid: int) -> bool:
-    with open(f"/proc/{pid}/task/{tid}/children") as children:
-        return bool(children.read().strip())
-
-
-def _switches(pid: int, tid: int) -> tuple[str, str] | None:
-    """The thread's context switches (voluntary, involuntary) if it is asleep, else None."""
-    fields = {}
-    with open(f"/proc/{pid}/task/{tid}/status") as status:
-        for line in status:
-            name, _, value = line.partition(":")
-            fields[name] = value.strip()
-    if not fields.get("State", "").startswith("S"):
-        return None
-    return fields["voluntary_ctxt_switches"], fields["nonvoluntary_ctxt_switches"]
-
-
-def _sleeping(pid: int, tid: int, reading: int | None) -> tuple[str, str] | None:
-    """The thread's context switches if it sleeps, before and after its system call is read,
-    in a wait only its own process can end: an untimed wait on a private futex, or (with
-    ``reading``) a read of that descriptor. Else None."""
-    numbers = _syscalls()
-    before = _switches(pid, tid)
-    if numbers is None or before is None:
-        return None
-    with open(f"/proc/{pid}/task/{tid}/syscall") as file:
-        call = file.read().split()
-    if len(call) < 5 or not call[0].isdigit():
-        return None  # "running", or "-1": not in a system call
-    number, args = int(call[0]), [int(arg, 16) for arg in call[1:5]]
-    if reading is not None:
-        waits = number == numbers[0] and args[0] == reading
-    else:
-        op, timeout = args[1], args[3]
-        waits = (
-            number == numbers[1]
-            and op & _FUTEX_PRIVATE_FLAG != 0
-            and op & _FUTEX_CMD_MASK in _FUTEX_WAITS
-            and timeout == 0
-        )
-    return before if waits and _switches(pid, tid) == before else None
 
 
 def _held_still(worker: Held, gate: str) -> bool:
@@ -319,7 +233,7 @@ def _held_still(worker: Held, gate: str) -> bool:
     # moment to get there (and the other threads to settle) before taking it as moving.
     for pause in (0, 0.001, 0.004, 0.016):
         time.sleep(pause)
-        if _frozen(worker.pid, thread, reading):
+        if frozen(worker.pid, thread, reading):
             return True
     return False
 
@@ -331,18 +245,14 @@ def running_alone(
     held: Sequence[tuple[Held, str]],
 ) -> Iterator[None]:
     """While the block runs, ``runner`` runs and every worker in ``held`` stays held at its
-    gate: write the plan (when each held worker is frozen), remove it on the way out, before
-    anyone is released."""
+    gate: write the plan that names it (when each held worker is frozen), and on the way
+    out, before anyone is released, the plan that names nobody (``plan.nobody_alone`` holds
+    it while the interleaving's workers live)."""
     if clock_path is None or not all(_held_still(worker, gate) for worker, gate in held):
         yield
         return
-    path = plan_path(clock_path)
-    until = runner.started + runner.timeout / 2
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(f"{runner.pid} {until!r}\n")
-    os.replace(temporary, path)
+    write_plan(clock_path, runner.pid, runner.started + runner.timeout / 2)
     try:
         yield
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+        write_plan(clock_path, 0, 0.0)

@@ -3,11 +3,12 @@
 Its first acts: lead its own process group, die with its parent (``PR_SET_PDEATHSIG``),
 become a child subreaper (orphans below it come to it, see ``orphans``), keep the harness's
 descriptors from its own children (close-on-exec, and closed in any process it forks), leave
-SIGINT to the parent, redirect its output to the log, pin wall time to the harness clock and
-arm the fault plan; then the callable runs (a coroutine function on an event loop of its
-own, ``calling.py``), every process it left running is killed and named, and its end is
-reported over the pipe: returned (pickled value), raised (type, message, traceback text), or
-killed at a fail point (the record the fail point writes just before ``SIGKILL``).
+SIGINT to the parent, redirect its output to the log, pin wall time to the harness clock, arm
+its waits to move that clock (``waits``) and arm the fault plan; then the callable runs (a
+coroutine function on an event loop of its own, ``calling.py``), every process it left
+running is killed and named, and its end is reported over the pipe: returned (pickled
+value), raised (type, message, traceback text), or killed at a fail point (the record the
+fail point writes just before ``SIGKILL``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 from .._inject import failpoints as _failpoints
 from .._inject.failpoints import Fault
-from . import busywait, prctl
+from . import busywait, prctl, process_clock, waits
 from .calling import call_to_completion
 from .clock import HarnessClock, pin_wall_time
 from .orphans import become_subreaper, end_children
@@ -100,10 +101,15 @@ def child_main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if log_path is not None:
         _redirect_output(log_path)
-    resync = None if clock_path is None else pin_wall_time(HarnessClock(clock_path))
+    clock = None if clock_path is None else HarnessClock(clock_path)
+    resync = None if clock is None else pin_wall_time(clock)
+    waits.install()
+    waits.arm(clock, resync or _still, parent=parent_pid)
     if busywait.install():
         busywait.arm(clock_path)
-    armed = _failpoints.install(faults, conn, on_hit=resync)
+    armed = _failpoints.install(
+        faults, conn, on_hit=resync, on_hold=None if clock is None else process_clock.hold
+    )
     try:
         value = call_to_completion(fn, args, kwargs)
     except BaseException as exc:
@@ -137,6 +143,10 @@ def child_main(
                 armed.matched,
             )
         )
+
+
+def _still() -> None:
+    """A process without a clock has no harness time to catch up with."""
 
 
 # The harness's own frames, above the user's callable in every worker's traceback.

@@ -10,15 +10,15 @@ schedule to advance the clock.
 Whatever needs time takes a plain ``Callable[[], float]``: pass :meth:`HarnessClock.now`.
 
 Inside a worker started with ``clock=``, wall time (``time.time()``, ``datetime.now()`` and
-friends, patched by time-machine) starts at the run's epoch plus harness time and then moves
-with real time, so timeouts, deadlines and backoff in the worker behave as in
-production; ``time.monotonic()``, ``time.perf_counter()`` and ``time.sleep()`` are the real
-ones. The clock is re-read from the file when the worker starts, at every fail point call (the
-reference ledger calls one at the start of every write), and when a paused worker is released:
-when the parent advanced harness time past the worker's wall time, the wall time jumps forward
-to it (never back), so the parent's advances reach the worker step by step. Wall time in a
-worker can run ahead of harness time by the real time the worker has run (milliseconds); code
-that must agree with the harness to the second calls the clock directly (``ctx.now()``).
+friends, patched by time-machine) is the run's epoch plus harness time when the
+worker starts, plus the worker's own clock (``process_clock``): frozen while it computes, moved by
+what it waits (``waits``), on real time while something real could act. The clocks are synced
+when the worker starts, at every fail point call (the reference ledger calls one at the start
+of every write), after every wait and when a paused worker is released: when harness time
+moved past the worker's clock (the parent's steps, another worker's waits), the worker's
+clock jumps forward to it; when the worker's clock moved past harness time (real time it
+waited for something real), harness time follows it. Neither goes back. A worker that is alone
+and still reads exactly harness time; ``ctx.now()`` reads the harness clock itself.
 
 A run's epoch is the wall time its harness time 0 stands for: :data:`HARNESS_EPOCH`, unless
 the run starts from an incident in production, whose epoch is its own (a sibling
@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import HarnessUsageError
+from . import process_clock
 
 __all__ = ["HARNESS_EPOCH", "HarnessClock", "pin_at_epoch", "pin_wall_time"]
 
@@ -138,6 +139,20 @@ class HarnessClock:
             self._write(now)
             return now
 
+    def reach(self, t: float) -> float:
+        """Move the clock forward to ``t`` unless it is there already; return the time now.
+
+        What a wait that ran its course does (begun at harness time ``t0``, ``d`` long:
+        ``reach(t0 + d)``): two processes waiting at once move it once, not twice. Never
+        backwards; a ``t`` in the past changes nothing.
+        """
+        with self._locked():
+            now = self.now()
+            if t > now:
+                self._write(float(t))
+                return float(t)
+            return now
+
     def set(self, t: float) -> None:
         """Set the clock to ``t``. Raises :class:`HarnessUsageError` if ``t`` is in the past."""
         with self._locked():
@@ -195,23 +210,27 @@ def _travel_to(target: float) -> None:
 
 
 def pin_wall_time(clock: HarnessClock) -> Callable[[], None]:
-    """Pin this process's wall time to ``clock``; return the re-sync function.
+    """Pin this process's clocks to ``clock``; return the re-sync function.
 
     Only a worker calls this, in the child before the user's callable runs. Wall time
-    (``time.time()``, ``datetime.now()`` and friends) starts at the run's epoch plus the
-    clock's time and then moves with real time; ``time.monotonic()``, ``time.perf_counter()``
-    and ``time.sleep()`` are the real ones. The returned function catches the pin up with the
-    clock (the worker calls it at every fail point, and after a pause): when the harness moved
-    the clock past the worker's wall time, wall time jumps forward to it; it never goes back.
-    The pin is never lifted: the worker process ends with it.
+    (``time.time()``, ``datetime.now()`` and friends) is the run's epoch plus
+    the clock's time, plus this process's own clock (``process_clock``), which ``time.monotonic()``
+    and ``time.perf_counter()`` read too (``waits`` swaps them). The returned function syncs
+    the two (the worker calls it at every fail point, after every wait and after a pause):
+    the process's clock jumps forward to harness time, and harness time forward to the
+    process's clock; neither goes back. The pin is never lifted: the worker ends with it.
     """
-    epoch = clock.epoch()
-    _travel_to(epoch + clock.now())
+    start = clock.now()
+    wall = clock.epoch() + start
+    _travel_to(wall)
+    process_clock.pin(wall, _traveller, time.perf_counter_ns())
 
     def resync() -> None:
-        target = epoch + clock.now()
-        if target > time.time():
-            _travel_to(target)
+        harness = clock.now()
+        process_clock.reach(round((harness - start) * 1e9))
+        mine = start + process_clock.followed_ns() / 1e9
+        if mine > harness + 1e-6:  # it waited for something real: harness time follows
+            clock.reach(mine)
 
     return resync
 

@@ -47,9 +47,10 @@ from multiprocess.connection import wait as _wait_ready
 
 from .._inject.failpoints import Fault
 from ..errors import HarnessError
-from . import busywait
+from . import busywait, waits
 from .child import child_main
 from .clock import pin_at_epoch
+from .forked_pools import reset_forked_pools
 from .handle import Worker, kill_group, register, start_process
 from .orphans import end_children
 
@@ -286,6 +287,8 @@ def _serve(control: Connection, harness_end: int, keep: dict[int, object]) -> No
     os.close(harness_end)
     pin_at_epoch()
     busywait.install()  # once: every worker forked from here is patched
+    waits.install()  # the same: a worker only arms its clocks and waits
+    reset_forked_pools()  # a pool the harness's process ran has no thread here
     # Everything alive now is shared with every worker: keep the collector from walking it
     # in a worker (each object it touches is a page the worker must copy).
     gc.freeze()

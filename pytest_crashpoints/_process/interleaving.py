@@ -25,6 +25,7 @@ from . import busywait
 from .clock import HarnessClock
 from .handle import StartMethod, Worker
 from .outcome import Completed, Outcome
+from .plan import nobody_alone
 from .worker import DEFAULT_TIMEOUT, start_worker
 
 __all__ = ["Step", "run_interleaved"]
@@ -117,47 +118,50 @@ def run_interleaved(
         )
     gates, pauses = _gates(order, len(calls))
     workers: list[Worker] = []
-    try:
-        for index, call in enumerate(calls):
-            workers.append(
-                start_worker(
-                    call,
-                    faults=[*pauses[index], *extra[index]],
-                    timeout=timeout,
-                    start_method=start_method,
-                    clock=clock,
+    # Several workers live at once: none runs alone (its timed waits are real, see
+    # ``waits``) unless ``running_alone`` names it while the others are held.
+    with nobody_alone(None if clock is None else clock.path):
+        try:
+            for index, call in enumerate(calls):
+                workers.append(
+                    start_worker(
+                        call,
+                        faults=[*pauses[index], *extra[index]],
+                        timeout=timeout,
+                        start_method=start_method,
+                        clock=clock,
+                    )
                 )
-            )
-        held: list[str | None] = [None] * len(workers)
-        for step, gate in zip(order, gates, strict=True):
-            index = step[0]
-            worker = workers[index]
-            if worker.outcome is not None:
-                continue
-            with busywait.running_alone(
-                _alone(clock, workers, held, index), worker, _held(workers, held, index)
-            ):
-                holding = held[index]
-                if holding is not None:
+            held: list[str | None] = [None] * len(workers)
+            for step, gate in zip(order, gates, strict=True):
+                index = step[0]
+                worker = workers[index]
+                if worker.outcome is not None:
+                    continue
+                with busywait.running_alone(
+                    _alone(clock, workers, held, index), worker, _held(workers, held, index)
+                ):
+                    holding = held[index]
+                    if holding is not None:
+                        worker.release(holding)
+                        held[index] = None
+                    if gate is None:
+                        worker.wait()
+                        continue
+                    try:
+                        worker.wait_paused(gate)
+                    except WorkerNotPaused as error:
+                        if isinstance(error.outcome, Completed):
+                            raise
+                        continue
+                held[index] = gate
+            # Release every held worker before waiting for any: one may wait on another.
+            for worker, holding in zip(workers, held, strict=True):
+                if holding is not None and worker.outcome is None:
                     worker.release(holding)
-                    held[index] = None
-                if gate is None:
-                    worker.wait()
-                    continue
-                try:
-                    worker.wait_paused(gate)
-                except WorkerNotPaused as error:
-                    if isinstance(error.outcome, Completed):
-                        raise
-                    continue
-            held[index] = gate
-        # Release every held worker before waiting for any: one may wait on another.
-        for worker, holding in zip(workers, held, strict=True):
-            if holding is not None and worker.outcome is None:
-                worker.release(holding)
-        for worker in workers:
-            worker.wait()
-    finally:
-        for worker in workers:
-            worker.kill()
+            for worker in workers:
+                worker.wait()
+        finally:
+            for worker in workers:
+                worker.kill()
     return [worker.kill() for worker in workers]

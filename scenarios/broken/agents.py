@@ -55,6 +55,7 @@ __all__ = [
     "skip_after_crash_worker",
     "stale_authority_recovery",
     "tenant_blind_recovery",
+    "tenant_blind_releasing_recovery",
     "timeout_as_absent_recovery",
     "unclaimed_recovery",
 ]
@@ -620,3 +621,73 @@ def authority_read_once_worker(message: Mapping[str, Any], ctx: Context) -> list
     one message (E midway).
     """
     return _calls_with_keys(message, ctx, [call["key"] for call in message["calls"]])
+
+
+# -- 16. two bugs in one recovery ---------------------------------------------------------------
+
+
+class _ReleasedOnFailedLookup:
+    """An adapter that notes each attempt whose lookup failed (a timeout, a 500)."""
+
+    def __init__(self, inner: Any, released: set[str]) -> None:
+        self._inner = inner
+        self._released = released
+        self.tool_name = inner.tool_name
+        self.idempotent = inner.idempotent
+        self.has_lookup = inner.has_lookup
+
+    def dispatch(self, args: Mapping[str, Any], *, idempotency_key: str, authority: Any) -> Receipt:
+        receipt: Receipt = self._inner.dispatch(
+            args, idempotency_key=idempotency_key, authority=authority
+        )
+        return receipt
+
+    def lookup(self, attempt: Attempt) -> LookupResult:
+        try:
+            result: LookupResult = self._inner.lookup(attempt)
+        except httpx.HTTPError:
+            self._released.add(attempt.attempt_id)
+            raise
+        return result
+
+
+def tenant_blind_releasing_recovery(ctx: Context) -> int:
+    """BUG (two of them, each shown by a schedule of its own): the tenant change of
+    :func:`tenant_blind_recovery`, and an attempt whose lookup failed "released" (its owner
+    cleared) for some later run to pick up, as :func:`forget_owner_recovery` does to every
+    attempt it backs off from.
+
+    A task moved to another tenant (E) while its email was UNKNOWN is sent again under the new
+    tenant (invariant 4, with 1 and 2); the provider's lookups failing (F) while an attempt is
+    UNKNOWN leave it with no owner (invariant 5). No one schedule shows both: the test reports
+    the first, and the other as found after it.
+    """
+    released: set[str] = set()
+
+    def authority_now(attempt: Attempt) -> Authority | None:
+        now = ctx.authority(attempt.task_id)
+        if now is None:
+            return None
+        old = attempt.authority
+        same = (now.credential_scope, now.policy_version) == (
+            old.credential_scope,
+            old.policy_version,
+        )
+        return old if same else now  # the tenant is never compared
+
+    adapters = {
+        name: _ReleasedOnFailedLookup(_UnderTodaysAuthority(adapter, ctx), released)
+        for name, adapter in ctx.adapters().items()
+    }
+    acted = recover(ctx.ledger, adapters, owner=ctx.worker_id, current_authority=authority_now)
+    conn = sqlite3.connect(ctx.env.ledger_path, isolation_level=None, timeout=10.0)
+    try:
+        for attempt_id in sorted(released):
+            conn.execute(
+                "UPDATE attempts SET owner = NULL, lease_expires_at = NULL WHERE attempt_id = ? "
+                "AND state NOT IN ('OUTCOME_CONFIRMED', 'FAILED', 'MANUAL_REVIEW')",
+                (attempt_id,),
+            )
+    finally:
+        conn.close()
+    return len(acted)

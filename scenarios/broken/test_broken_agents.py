@@ -2,7 +2,9 @@
 
 A test marked ``expect=N`` passes only when the harness finds a failing schedule whose
 violations include invariant N (the summary reports it as "caught"); it fails when the bug
-goes unnoticed. The agents live in :mod:`scenarios.broken.agents`; README.md has the table.
+goes unnoticed. ``expect=[N, M]`` needs both, from the failing schedule or from those found
+after it for the other invariants. The agents live in :mod:`scenarios.broken.agents`;
+README.md has the table.
 """
 
 from __future__ import annotations
@@ -79,10 +81,13 @@ RELEASE = {
 }
 
 
-def exhaustive(*, points: object, providers: list[str], expect: int) -> pytest.MarkDecorator:
-    """Every single fault at ``points``, fewest first: deterministic, and it stops at the
-    first catch. ``points`` are the faults that expose the bug; with all of ``"ABCDEF"``
-    each agent is caught just the same, a few cases later."""
+def exhaustive(
+    *, points: object, providers: list[str], expect: int | list[int]
+) -> pytest.MarkDecorator:
+    """Every single fault at ``points``, fewest first: deterministic; the first catch is the
+    failure, and the schedules after it are searched for the other invariants the agent
+    breaks. ``points`` are the faults that expose the bug; with all of ``"ABCDEF"`` each
+    agent is caught just the same, a few cases later."""
     return pytest.mark.crashpoints(
         points=points, providers=providers, mode="exhaustive", max_faults=1, expect=expect
     )
@@ -214,4 +219,15 @@ def test_authority_read_once_per_message(crashpoints: CrashpointsFixture) -> Non
         worker=agents.authority_read_once_worker,
         recover=reference_recovery,
         messages=[ORDER_WITH_RECEIPT],
+    )
+
+
+@exhaustive(points="BEF", providers=["email"], expect=[4, 5])
+def test_two_bugs_each_shown_by_a_schedule_of_its_own(crashpoints: CrashpointsFixture) -> None:
+    # 4 (with 1 and 2) from the failing schedule, a tenant moved (E) after a kill at B; 5 from
+    # a schedule found after it, lookups failing (F) after a kill at B.
+    crashpoints.run(
+        worker=reference_worker,
+        recover=agents.tenant_blind_releasing_recovery,
+        messages=[INVOICE_EMAIL],
     )

@@ -96,7 +96,8 @@ def test_auto_jobs_start_a_second_job_only_for_enough_schedules(
 @pytest.mark.parametrize("engine", ["states", "processes"])
 def test_jobs_report_the_first_failing_schedule_in_order(tmp_path: Path, engine: str) -> None:
     """A later schedule may fail first on another job: the failure reported is still the
-    first in enumeration order, and the cases after it are not counted."""
+    first in enumeration order, and the schedules after it, run looking for the other
+    invariants, are the ones one job runs, in the same order."""
     one = sweep(tmp_path, engine, 1, random_key_worker)
     two = sweep(tmp_path, engine, 2, random_key_worker)
     assert one.verdict == two.verdict == "failed"
@@ -105,6 +106,10 @@ def test_jobs_report_the_first_failing_schedule_in_order(tmp_path: Path, engine:
     assert one.failure.fingerprint == two.failure.fingerprint
     assert one.failure.invariants == two.failure.invariants == (1,)
     assert one.cases == two.cases
+    runs = [[(r.schedule_text, r.verdict, r.index) for r in x.schedules] for x in (one, two)]
+    assert runs[0] == runs[1]
+    assert one.failure.also == two.failure.also
+    assert one.failure.also_cases == two.failure.also_cases > 0
 
 
 @pytest.mark.parametrize(("engine", "after"), [("processes", 4), ("states", 2), ("states", 9)])

@@ -165,9 +165,9 @@ def test_a_turn_comes_before_the_intent_it_caused_even_when_nothing_was_sent(
 def test_the_sdks_own_retries_wait_out_a_refused_model_call_in_time(
     tmp_path: Path, variant: str
 ) -> None:
-    """The openai SDK's default ``max_retries=2`` sleeps out a 429's ``Retry-After`` in real
-    time (and backs off after a 500 or a dropped connection): the harness's refusal must cost
-    a patient client little of its 30 s, so that the correct agent passes as it is."""
+    """The openai SDK's default ``max_retries=2`` sleeps out a 429's ``Retry-After`` (and
+    backs off after a 500 or a dropped connection): the correct agent passes as it is, and
+    the SDK's sleep moves the case's clock at no real cost (nothing else can act meanwhile)."""
     case = dataclasses.replace(
         support_case(), worker=functools.partial(handle_ticket, max_retries=2)
     )
@@ -180,6 +180,10 @@ def test_the_sdks_own_retries_wait_out_a_refused_model_call_in_time(
     assert result.passed, (result.violations, result.errors)
     assert "refuses its 1st call" in result.timeline
     assert result.generations[0]["model"] == golden.generations[0]["model"] + 1  # and again
+    # The SDK's backoff (a 429's Retry-After: 1 s) was waited in no real time.
+    assert result.waited.skipped >= (1.0 if variant == "429" else 0.1)
+    assert result.waited.real == 0
+    assert "(time.sleep) in no real time" in result.timeline
 
 
 def test_the_safe_agent_with_the_sdks_default_retries_passes_every_f(tmp_path: Path) -> None:

@@ -413,7 +413,9 @@ def test_a_2024_incident_reproduces_with_the_real_duplicate_only(project: Path) 
     ], project)
     out = run.stdout
     assert run.returncode == 1, out + run.stderr
-    [duplicate] = [line for line in out.splitlines() if line.startswith("invariant 1 ")]
+    duplicates = [line for line in out.splitlines() if line.startswith("invariant 1 ")]
+    assert len(duplicates) == 1, out
+    [duplicate] = duplicates
     assert "message 0's charges.create happened twice at payments (production had made it " \
            "before the case)" in duplicate
     assert "at t=2024-06-14T09:30:02Z by production (in the incident" in duplicate

@@ -27,6 +27,14 @@ def test_good(crashpoints):
 @pytest.mark.crashpoints(points="AB", providers=["email"], mode="exhaustive")
 def test_broken(crashpoints):
     crashpoints.run(worker=reference_worker, recover=blind_recovery, messages=[MESSAGE])
+
+
+@pytest.mark.crashpoints(points="BEF", providers=["email"], mode="exhaustive", max_faults=1)
+def test_two_bugs(crashpoints):
+    from scenarios.broken.agents import tenant_blind_releasing_recovery
+
+    crashpoints.run(worker=reference_worker, recover=tenant_blind_releasing_recovery,
+                    messages=[MESSAGE])
 """
 )
 
@@ -51,10 +59,11 @@ def test_two_shards_merged_are_the_unsharded_run(
     pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pytester.makepyfile(test_shop=SCENARIO)
-    run(pytester, "--crashpoints-report=whole.json").assert_outcomes(passed=1, failed=1)
+    run(pytester, "--crashpoints-report=whole.json").assert_outcomes(passed=1, failed=2)
     for k in (1, 2):
         shard = run(pytester, f"--crashpoints-shard={k}/2", f"--crashpoints-report=s{k}.json")
-        shard.assert_outcomes(passed=1, failed=1)
+        # Every failing schedule of test_two_bugs has an even index: shard 2 passes it.
+        shard.assert_outcomes(passed=k, failed=3 - k)
         assert json.loads((pytester.path / f"s{k}.json").read_text())["shard"] == {
             "index": k,
             "total": 2,
@@ -79,7 +88,7 @@ def test_two_shards_merged_are_the_unsharded_run(
     whole = by_nodeid(pytester.path / "whole.json")
     merged = by_nodeid(pytester.path / "out" / "merged.json")
     assert json.loads((pytester.path / "out" / "merged.json").read_text())["shard"] is None
-    for name in ("test_good", "test_broken"):
+    for name in ("test_good", "test_broken", "test_two_bugs"):
         one, both = whole[name], merged[name]
         assert cases(both) == cases(one) and both["cases"] == one["cases"] == len(cases(one))
         # In one machine's order: the fault-free case once, then by enumeration index.
@@ -89,11 +98,20 @@ def test_two_shards_merged_are_the_unsharded_run(
         for field in ("verdict", "outcome", "coverage", "unreached", "unkilled", "recovered"):
             assert both[field] == one[field], field
     assert merged["test_good"]["verdict"] == "passed"
-    # The failure one machine stops at, found by shard 2 (shard 1 went on past index 1).
+    # The failure one machine finds first, found by shard 2 (shard 1 failed at index 2).
     broken = merged["test_broken"]
     assert broken["verdict"] == "failed" and 1 in broken["failure"]["invariants"]
     assert broken["failure"]["token"] == whole["test_broken"]["failure"]["token"]
-    assert broken["schedules"][-1]["index"] == 1
+    assert next(r["index"] for r in broken["schedules"] if r["verdict"] == "failed") == 1
+    # What one machine found after its failure, from what each shard found after its own.
+    for name in ("test_broken", "test_two_bugs"):
+        one, both = whole[name]["failure"], merged[name]["failure"]
+        assert both["token"] == one["token"]
+        assert [(a["invariants"], a["token"]) for a in both["also"]] == [
+            (a["invariants"], a["token"]) for a in one["also"]
+        ]
+        assert both["also_cases"] == one["also_cases"]
+    assert [a["invariants"] for a in merged["test_two_bugs"]["failure"]["also"]] == [[5]]
     # The gate's readers take it: show fails on the failed test, and draws the HTML.
     assert main(["show", str(pytester.path / "out" / "merged.json")]) == 1
     html = pytester.path / "merged.html"

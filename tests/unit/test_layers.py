@@ -37,6 +37,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "pytest_crashpoints._harness.storage": (
         "pytest_crashpoints._agent",
         "pytest_crashpoints._process",
+        "pytest_crashpoints._servers",  # the agent's own Redis
         "fake_providers",
     ),
     "pytest_crashpoints._harness.verdict": ("pytest_crashpoints._harness.storage",),

@@ -49,11 +49,19 @@ __all__ = [
     "CaseEnv",
     "Context",
     "ProviderSpec",
+    "SEARCH_LAG",
     "authority_fingerprint",
     "credential_label",
     "key_secret",
     "make_provider",
 ]
+
+
+#: How far (harness seconds) every provider's search lags behind its writes in a crash test,
+#: unless its ``ProviderSpec`` says otherwise: as Stripe's search, SendGrid's activity and
+#: GitHub's issue search do. A provider's normal behaviour, not a fault. (A fake provider built
+#: by hand, outside a crash test, lags only when its ``ProviderSettings`` say so.)
+SEARCH_LAG = 30.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,12 +73,14 @@ class ProviderSpec:
     describes it (``ProviderSpec(chat.name, api=chat, search_lag=5.0)``; the marker also takes
     the ``HttpApi`` itself). ``idempotency=False`` simulates a provider without idempotency
     support (payments, or an API with an idempotency header); ``search_lag`` is how far
-    (harness seconds) its searches lag behind writes.
+    (harness seconds) its searches lag behind writes: :data:`SEARCH_LAG` by default, the
+    provider's normal eventual consistency, on in every case (the fault "search lag" that F
+    brings makes it lag further, ``schedule.LAG_THAT_MATTERS``).
     """
 
     name: str
     idempotency: bool = True
-    search_lag: float = 30.0
+    search_lag: float = SEARCH_LAG
     retention: float = 24 * 3600.0
     api: HttpApi | McpServer | None = None
 
@@ -191,6 +201,8 @@ class CaseEnv:
     urls: tuple[tuple[str, str], ...] = ()
     signing_secret: str = ""
     messages: tuple[Mapping[str, Any], ...] = ()
+    #: The case's own ``redis-server`` (``unix:///...``), when the test asks for one.
+    redis_url: str = ""
 
     @property
     def path(self) -> Path:
@@ -353,6 +365,18 @@ class Context:
         """The base URL of ``provider``'s loopback server, for any HTTP client or SDK."""
         return self.env.url(provider)
 
+    @property
+    def redis_url(self) -> str:
+        """The URL of the case's own ``redis-server`` (``unix:///.../redis.sock``, for
+        ``redis.Redis.from_url``), started for each case by ``crashpoints.run(..., redis=...)``.
+        Raises :class:`CrashpointsError` when the test did not ask for one."""
+        if not self.env.redis_url:
+            raise CrashpointsError(
+                "this case has no Redis of its own; pass redis=True (Redis's default "
+                "persistence) or redis={...redis.conf directives...} to crashpoints.run."
+            )
+        return self.env.redis_url
+
     def smtp_address(self, provider: str = "smtp") -> tuple[str, int]:
         """``(host, port)`` of the SMTP server of ``provider``, a relay reached over SMTP (the
         ``smtp`` provider), for ``smtplib.SMTP(host, port)`` or Django's ``EMAIL_HOST`` and
@@ -386,13 +410,16 @@ class Context:
         """Environment variables for an SDK, for ``task_id`` (default: this worker's task):
         ``CRASHPOINTS_<PROVIDER>_URL`` and ``CRASHPOINTS_<PROVIDER>_KEY`` for each provider
         of the case (for one reached over SMTP, also ``CRASHPOINTS_<PROVIDER>_HOST`` and
-        ``CRASHPOINTS_<PROVIDER>_PORT``), ``CRASHPOINTS_RUN_DIR``, ``CRASHPOINTS_PROCESS``
-        and, with a task, ``CRASHPOINTS_TASK_ID``. Without a task (recovery), the keys are set
-        only when every task of the case holds the same authority. With the ``model``
+        ``CRASHPOINTS_<PROVIDER>_PORT``), ``CRASHPOINTS_RUN_DIR``, ``CRASHPOINTS_PROCESS``,
+        ``CRASHPOINTS_REDIS_URL`` (``ctx.redis_url``, with the case's own Redis) and, with a
+        task, ``CRASHPOINTS_TASK_ID``. Without a task (recovery), the keys are set only when
+        every task of the case holds the same authority. With the ``model``
         provider, also the variables the OpenAI and Anthropic SDKs read: ``OPENAI_BASE_URL``
         (its ``/v1``), ``OPENAI_API_KEY``, ``ANTHROPIC_BASE_URL`` and ``ANTHROPIC_API_KEY``."""
         task = task_id if task_id is not None else self.task_id
         env = {"CRASHPOINTS_RUN_DIR": str(self.env.path), "CRASHPOINTS_PROCESS": self.worker_id}
+        if self.env.redis_url:
+            env["CRASHPOINTS_REDIS_URL"] = self.env.redis_url
         authority: Authority | None = None
         if task is not None:
             env["CRASHPOINTS_TASK_ID"] = task

@@ -38,6 +38,7 @@ from .quiet import QUIET_ROUNDS, QUIET_STEP, killed_recovery_diff, needs_recover
 from .scenario import Scenario
 from .schedule import KillAt, Schedule
 from .steps import INCONCLUSIVE, WORLD_LIMIT, CaseRun, fork_server_for
+from .waited import Waited
 from .world import World
 
 if TYPE_CHECKING:
@@ -99,6 +100,8 @@ class CaseResult:
     #: For a worker that is a command: why its deliveries got no hooks at their commits
     #: (``""``: they did, or the worker is a Python function).
     unhooked: str = ""
+    #: What the case's processes waited: skipped, for real, on the case's own providers.
+    waited: Waited = dataclasses.field(default_factory=Waited)
 
     @property
     def passed(self) -> bool:
@@ -458,4 +461,5 @@ def verdict(
         model_calls=len(ending.model_calls),
         model_reasks=sum(1 for c in ending.model_calls if c.asked),
         unhooked=run.unhooked(),
+        waited=run.waited,
     )

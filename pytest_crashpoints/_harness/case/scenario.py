@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
     from ..._ledger.views import LedgerView
     from ..._process.handle import StartMethod
+    from ..storage.agent_redis import RedisConfig
     from ..verdict.invariants import Invariant
     from .incident import Incident
 
@@ -85,6 +86,9 @@ class Scenario:
     setup: Callable[[Context], object] | None = None
     incident: Incident | None = None
     databases: tuple[CaseDatabase, ...] = ()
+    #: The agent's Redis (``crashpoints.run(..., redis=...)``): a ``redis-server`` per case,
+    #: restarted by a power loss on what its files keep (``storage/agent_redis.py``).
+    redis: RedisConfig | None = None
 
     def __post_init__(self) -> None:
         from fake_providers import Script

@@ -22,15 +22,19 @@ from typing import TYPE_CHECKING, Any
 from ..._inject.commits import install_commit_hooks
 from ..._inject.failpoints import Fault, Kill, Pause, Raise, crashpoint
 from ..._inject.pg_hooks import install_postgres_hooks
+from ..._inject.redis_commits import install_redis_hooks
 from ..._inject.wire import install_wire_hooks
+from ..._process import waits
 from ..._process.calling import call_to_completion
 from ..._process.clock import prime_wall_time_pins
 from ..._process.delivery import deliver_concurrently
 from ..._process.forkserver import serving
 from ..._process.interleaving import run_interleaved
 from ..._process.outcome import Completed, Killed, Outcome, Raised, TimedOut
+from ..._process.warm_sdks import warm_sdk_caches
 from ..._process.worker import start_worker
 from ...errors import CrashpointsError, WorkerNotPaused
+from ..storage.agent_redis import lossy_redis
 from ..storage.agentfiles import (
     Backup,
     agent_files,
@@ -48,10 +52,12 @@ from .context import CaseEnv, Context
 from .program_hooks import hooks_of, unhooked_reason
 from .scenario import Recovery, Scenario, WorkerFn
 from .schedule import COMMIT_ERRORS, between_calls
+from .waited import Waited, read_waits
 from .world import World
 
 if TYPE_CHECKING:
     from ..._process.handle import Worker
+    from ..storage.agent_redis import RedisBackup
 
     StandIn = Callable[[Callable[..., object], Sequence[object], schedule.KillAt | None], Outcome]
 
@@ -77,9 +83,9 @@ INCONCLUSIVE = "inconclusive: "
 #: and the way out, never a violation of the agent's.
 WORLD_LIMIT = "the world's limit: "
 
-#: The ``Retry-After`` of a 429 refusal, in seconds. A client reads it as real time and sleeps
-#: it out (the openai SDK does, twice with its default retries): it must cost little of a
-#: process's timeout (30 s by default), or a patient, correct client would time out.
+#: The ``Retry-After`` of a 429 refusal, in seconds. A client sleeps it out (the openai SDK
+#: does, twice with its default retries); the sleep moves the case's clock, and costs no real
+#: time where nothing else can act (``_process/waits.py``), else a second of it.
 REFUSAL_RETRY_AFTER = 1.0
 
 
@@ -90,6 +96,7 @@ def _enter(env: CaseEnv, worker_id: str, task_id: str | None) -> Context:
     servers)."""
 
     ctx = Context(env, worker_id, task_id=task_id)
+    waits.name(worker_id)
     if env.urls:
         os.environ.update(ctx.sdk_env())
         addresses: list[tuple[str, int]] = []
@@ -101,8 +108,10 @@ def _enter(env: CaseEnv, worker_id: str, task_id: str | None) -> Context:
             where = models if spec.is_model else relays if spec.speaks_smtp else addresses
             where.append((parts.hostname or "127.0.0.1", parts.port or 80))
         install_wire_hooks(addresses, reads=models, smtp=relays)
+        waits.world([*addresses, *models, *relays])  # a connection to them is no real server
     install_commit_hooks(exclude=[env.run_dir.journals, env.authority_path])
     install_postgres_hooks()
+    install_redis_hooks()
     install_sync_log(env.path)
     return ctx
 
@@ -139,6 +148,8 @@ def _copied(value: Any) -> Any:
     # containers is enough.
     if isinstance(value, History):
         return History(list(value.entries))
+    if isinstance(value, Waited):
+        return Waited(**vars(value))
     if isinstance(value, list):
         return list(value)
     if isinstance(value, dict):
@@ -188,6 +199,9 @@ class CaseRun:
         #: The states engine's hook: when set, every process a step would run goes through
         #: it instead, ``stand_in(fn, args, kill) -> Outcome``.
         self.stand_in: StandIn | None = None
+        #: What the case's processes waited, and where the next read of their wait log starts.
+        self.waited = Waited()
+        self.waits_read = 0
         if fresh:
             self.history.add(0, self.clock.now(), "setup", world.describe())
 
@@ -278,6 +292,9 @@ class CaseRun:
 
     def _record(self, who: str, outcome: Outcome, kill: schedule.KillAt | None = None) -> None:
         self._settle(who)
+        self.waits_read = read_waits(
+            str(self.clock.path), self.waits_read, self.history, self.step, self.waited
+        )
         now = self.clock.now()
         for hit in getattr(outcome, "hits", ()):
             self.hits[hit.point] = max(self.hits.get(hit.point, 0), hit.n)
@@ -417,6 +434,11 @@ class CaseRun:
         # backup a restore puts back (taken only for those: copying them means settling and
         # holding the servers, and closing the harness's own connections on the files).
         before = self._agent_files() if power_loss or backup_restore else None
+        redis_backup = None
+        if power_loss and self.world.redis is not None:
+            self.world.redis.sync_point(f"message {index} was about to be delivered")
+        if backup_restore and self.world.redis is not None:
+            redis_backup = self.world.redis.backup()
         who = self._worker_id("worker")
         message = self.scenario.messages[index]
         text = f"message {index} to {who}"
@@ -454,13 +476,14 @@ class CaseRun:
             )
             self.delivery_between[index] = between_calls(hits)
             self.delivery_lossy[index] = tuple(sorted(lossy_databases(hits).items()))
+            self.delivery_lossy[index] += lossy_redis(self.world.redis, hits)
             if self.fault_free:
                 self.delivery_lossy[index] += self._unsynced_files(who)
         self._record(who, outcome, kill)
         if power_loss and before is not None:
             self._lose_power(who, outcome, before)
         if backup_restore and before is not None:
-            self._restore_backup(who, index, outcome, before)
+            self._restore_backup(who, index, outcome, before, redis_backup)
 
     def _fresh_context(self) -> None:
         """Close every connection this process holds on the run directory's files (a fresh
@@ -507,9 +530,16 @@ class CaseRun:
             return True
         return any(line.get("hooked") is True for line in hooks_of(self.env.run_dir.logs, who))
 
-    def _restore_backup(self, who: str, index: int, outcome: object, before: Backup) -> None:
-        """After a kill: the agent's files put back from the backup taken before this
-        delivery (the providers keep everything); said in the timeline."""
+    def _restore_backup(
+        self,
+        who: str,
+        index: int,
+        outcome: object,
+        before: Backup,
+        redis_backup: RedisBackup | None = None,
+    ) -> None:
+        """After a kill: the agent's files (and its Redis) put back from the backup taken
+        before this delivery (the providers keep everything); said in the timeline."""
 
         if not isinstance(outcome, Killed):
             said = f"no backup restored: {who} ended before its point"
@@ -522,6 +552,9 @@ class CaseRun:
                 f"backup restored: the agent's files as they were before message {index} was "
                 f"delivered ({names}); the providers keep what was done since"
             )
+            if self.world.redis is not None and redis_backup is not None:
+                when = f"message {index} was about to be delivered"
+                said += "; " + self.world.redis.restore(redis_backup, when)
             self.incidents.append(
                 Incident(
                     self.clock.now(),
@@ -576,6 +609,8 @@ class CaseRun:
                     if path.is_file() and "journals" not in path.relative_to(self.env.path).parts:
                         parts.append(str(lose_unsynced(path)))
         parts += self._lose_unsynced_files(who, before)
+        if self.world.redis is not None:
+            parts.append(self.world.redis.lose_power())
         if not parts:
             parts.append(
                 "every database it committed to syncs each commit: nothing more lost than by a kill"
@@ -901,6 +936,7 @@ def _prepare_parent() -> None:
     with contextlib.suppress(OSError):
         socket.getaddrinfo("localhost", 80, type=socket.SOCK_STREAM)
     prime_wall_time_pins()
+    warm_sdk_caches()
 
 
 @contextlib.contextmanager

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
     from ..._ledger.views import LedgerView
     from ..._process.clock import HarnessClock
+    from ..storage.agent_redis import AgentRedis
     from ..storage.authority_store import AuthorityStore
 
 __all__ = ["World", "authority_text"]
@@ -73,7 +74,18 @@ class World:
         self.live: set[str] = set()
         #: How many of each server's refused requests the case has seen (``refusals``).
         self._refusals_seen: dict[str, int] = {}
+        #: The agent's own Redis, when the scenario has one (a world on a copy of a run
+        #: directory is given the copy's: ``env.redis_url``), and copies of it to close.
+        self.redis: AgentRedis | None = None
+        self.redis_copies: list[AgentRedis] = []
         try:
+            if scenario.redis is not None and not env.redis_url:
+                from ..storage.agent_redis import AgentRedis
+
+                self.redis = self._servers.enter_context(
+                    contextlib.closing(AgentRedis(scenario.redis, timeout=scenario.timeout).start())
+                )
+                env = dataclasses.replace(env, redis_url=self.redis.url)
             if fresh:
                 for database in scenario.databases:
                     database.create(env.path)
@@ -104,6 +116,8 @@ class World:
     def close(self) -> None:
         self.ctx.close()
         self.files.close()
+        for copy in self.redis_copies:
+            copy.close()
         self._servers.close()
         for provider in self.providers.values():
             provider.close()

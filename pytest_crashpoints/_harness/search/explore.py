@@ -24,7 +24,6 @@ import contextlib
 import dataclasses
 import hashlib
 import itertools
-import shlex
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -38,7 +37,8 @@ from ..case.scenario import Scenario
 from ..case.schedule import COVERAGE_KINDS, KIND_LABELS, Deliver, Schedule
 from ..case.steps import INCONCLUSIVE, WORLD_LIMIT, fork_server_for
 from ..verdict.evidence import ExpectedEffect
-from ..verdict.invariants import invariant_key
+from ..verdict.invariants import invariant_key, invariant_name
+from .also import OtherInvariants, also_budget, drawn_rounds
 from .engine import KEEP_BUDGET, StatesEngine, states_supported
 from .findings import ExplorationReport, Failure
 from .jobs import run_in_order
@@ -50,7 +50,7 @@ from .space import (
     races_placed,
     unplaced_faults,
 )
-from .token import decode_token, replay_token
+from .token import decode_token, replay_command, replay_token
 
 __all__ = ["CaseRaised", "CrashSettings", "explore"]
 
@@ -105,10 +105,6 @@ def timed_out(result: CaseResult) -> bool:
 #: starts a world of its own (run directory, servers, a recording of the deliveries), which
 #: two or three schedules do not win back (measured in docs/performance.md#jobs).
 SCHEDULES_PER_JOB = 4
-
-
-def _replay_command(nodeid: str, token: str) -> str:
-    return f"pytest {shlex.quote(nodeid)} --crashpoints-replay={token}"
 
 
 def _space(
@@ -307,13 +303,19 @@ class _Explorer:
             space.lossy_of(i) or space.torn_write_sites(i) for i in range(space.messages)
         ):
             self.report.declared = tuple(p for p in self.report.declared if p != label)
+            redis = (
+                "; its Redis syncs each write before it answers (appendfsync always), or it "
+                "wrote none"
+                if self.scenario.redis is not None
+                else ""
+            )
             self.report.not_applicable.append(
                 "power loss: nothing the worker wrote can be lost to it (each SQLite commit is "
                 "synced before it returns: synchronous=FULL or EXTRA, or a rollback journal; "
                 "a PostgreSQL commit is the server's, whose power is not the worker's; "
                 "and no file of its own was written past what it synced, nor synced with "
                 "os.fsync or os.fdatasync, where the power could catch a write before its "
-                "sync), so a power loss keeps what a kill keeps"
+                f"sync{redis}), so a power loss keeps what a kill keeps"
             )
 
     def _place_forgotten_sessions(self, space: Space) -> None:
@@ -362,7 +364,7 @@ class _Explorer:
                 token = replay_token(schedule, seed=self.settings.seed, nodeid=self.nodeid)
                 raise CaseRaised(
                     f"a case raised {type(exc).__name__}: {exc} (schedule: {schedule}; "
-                    f"replay: {_replay_command(self.nodeid, token)})"
+                    f"replay: {replay_command(self.nodeid, token)})"
                 ) from exc
         placed = dataclasses.replace(space, recovery_reach=frozenset(reach))
         self.report.not_applicable += unplaced_faults(placed)
@@ -453,7 +455,7 @@ class _Explorer:
         self.report.failure = Failure(
             schedule=result.schedule,
             token=token,
-            replay_command=_replay_command(self.nodeid, token),
+            replay_command=replay_command(self.nodeid, token),
             violations=tuple(str(v) for v in result.violations),
             invariants=tuple(sorted({v.invariant for v in result.violations}, key=invariant_key)),
             titles={v.invariant: v.says for v in result.violations if isinstance(v.invariant, str)},
@@ -525,10 +527,11 @@ class _Explorer:
             self.jobs_used = jobs
             self._exhaustive_jobs(todo, jobs, indices=[i for i, _ in mine])
             return
-        for i, schedule in mine:
+        for position, (i, schedule) in enumerate(mine):
             result = self.run(schedule, "exhaustive", index=i)
             if not result.passed:
                 self.fail(result)
+                self._look_further(mine[position + 1 :], "exhaustive")
                 return
 
     def _exhaustive_jobs(self, todo: list[Schedule], jobs: int, *, indices: list[int]) -> None:
@@ -553,44 +556,56 @@ class _Explorer:
             def job(engine: StatesEngine | None) -> Callable[[Schedule], Ran]:
                 return lambda schedule: self._case(schedule, engine)
 
-            def counted(ran: Ran, seconds: float) -> None:
-                self._count(ran[0], "exhaustive", seconds, ran[1], index=next(handed_back))
+            handed: list[int] = []
 
+            def counted(ran: Ran, seconds: float) -> None:
+                handed.append(next(handed_back))
+                self._count(ran[0], "exhaustive", seconds, ran[1], index=handed[-1])
+
+            running = [job(engine) for engine in engines]
             failed = run_in_order(
-                todo,
-                [job(engine) for engine in engines],
-                failed=lambda ran: not ran[0].passed,
-                on_result=counted,
+                todo, running, failed=lambda ran: not ran[0].passed, on_result=counted
             )
+            if failed is not None:
+                self.fail(failed[0])
+                self._look_further_on_jobs(todo[len(handed) :], running, counted, handed)
             self.jobs_statistics = [e.statistics() for e in engines[1:] if e is not None]
-        if failed is not None:
-            self.fail(failed[0])
+
+    def _look_further_on_jobs(
+        self,
+        rest: list[Schedule],
+        running: list[Callable[[Schedule], Ran]],
+        counted: Callable[[Ran, float], None],
+        handed: list[int],
+    ) -> None:
+        """:meth:`_look_further` on the jobs: the schedules after the failure, every one of
+        them run (none ends the run), each result considered in schedule order."""
+        search = self._other_invariants()
+        if search is None:
+            return
+        started = (self.report.cases, self.disagreement)
+
+        def considered(ran: Ran, seconds: float) -> None:
+            counted(ran, seconds)
+            self._consider(search, ran[0], index=handed[-1])
+
+        try:
+            run_in_order(rest, running, failed=lambda ran: False, on_result=considered)
+        except Exception as exc:  # the first failure stands: its search stops, and says why
+            self._stop_looking(exc, None)
+        self._looked(search, started)
 
     def hypothesis(self, space: Space) -> None:
-        from hypothesis import HealthCheck, given, seed
         from hypothesis import settings as hsettings
-
-        from .space import schedules
 
         failing: list[CaseResult] = []
         #: The first schedule whose case raised inside the harness, and what it raised.
         raised: list[tuple[Schedule, BaseException]] = []
-        options: dict[str, Any] = {
-            "deadline": None,
-            "suppress_health_check": [HealthCheck.too_slow, HealthCheck.filter_too_much],
-            # Looking for more failures after the first one goes on for ten seconds of wall
-            # time: on a busy machine fewer cases fit in them, and another failure could be
-            # the one reported. One failure, shrunk, is the same on every machine.
-            "report_multiple_bugs": False,
-        }
-        if self.settings.max_examples is not None:
-            options["max_examples"] = self.settings.max_examples
+        examples = self.settings.max_examples or hsettings().max_examples
         if self.settings.shard is not None:
             # Each shard draws its share of the examples, from a seed of its own.
-            total = self.settings.shard[1]
-            wanted = options.get("max_examples", hsettings().max_examples)
-            options["max_examples"] = max(1, -(-wanted // total))
-        self.plan(options.get("max_examples", hsettings().max_examples))
+            examples = max(1, -(-examples // self.settings.shard[1]))
+        self.plan(examples)
 
         def crash_schedule(schedule: Schedule) -> None:
             try:
@@ -602,25 +617,25 @@ class _Explorer:
                 failing.append(result)
                 raise _CaseFailed(result)
 
-        test: Callable[[], None] = given(schedules(space, max_faults=self.settings.max_faults))(
-            crash_schedule
-        )
-        if self.settings.seed is not None:
+        test = self._drawn(
+            crash_schedule,
+            space,
+            max_examples=examples,
             # Over --hypothesis-seed too: the seed in the report and the replay token is the
             # one used (the plugin takes --hypothesis-seed as the seed when none is given).
             # A shard's is derived from it, and the report keeps the run's.
-            test = seed(shard_seed(self.settings.seed, self.settings.shard))(test)
-        # Applied after seed(), which turns the example database off: the profile's database
-        # stays on, so a failing schedule is replayed first next time. One entry per test.
-        test = hsettings(**options)(test)
-        key = hashlib.sha256(f"pytest-crashpoints:{self.nodeid}".encode()).digest()
-        test._hypothesis_internal_database_key = key  # type: ignore[attr-defined]
+            seed=None if self.settings.seed is None else shard_seed(
+                self.settings.seed, self.settings.shard
+            ),
+            key=hashlib.sha256(f"pytest-crashpoints:{self.nodeid}".encode()).digest(),
+        )
         try:
             with _shrinking_without_a_time_limit():
                 test()
         except _CaseFailed as exc:
             # Hypothesis re-raises the minimal failing example last.
             self.fail(exc.result)
+            self._look_further_drawn(space, also_budget(examples))
         except Exception as exc:  # e.g. Flaky: the failure did not reproduce
             if raised:
                 # A case raised inside the harness (and, if Hypothesis calls it flaky, did not
@@ -629,7 +644,7 @@ class _Explorer:
                 token = replay_token(schedule, seed=self.settings.seed, nodeid=self.nodeid)
                 raise CaseRaised(
                     f"a case raised {type(first).__name__}: {first} (schedule: {schedule}; "
-                    f"replay: {_replay_command(self.nodeid, token)}); Hypothesis then stopped "
+                    f"replay: {replay_command(self.nodeid, token)}); Hypothesis then stopped "
                     f"the exploration: {_first_line(exc)}"
                 ) from first
             if failing:
@@ -637,20 +652,187 @@ class _Explorer:
             else:
                 raise CrashpointsError(f"Hypothesis stopped the exploration: {exc}") from exc
 
+    def _drawn(
+        self,
+        prop: Callable[[Schedule], None],
+        space: Space,
+        *,
+        max_examples: int,
+        seed: int | None,
+        key: bytes | None,
+    ) -> Callable[[], None]:
+        """``prop`` run by Hypothesis on up to ``max_examples`` schedules drawn from ``space``
+        (from ``seed``, if not ``None``), a failing one shrunk and re-raised; the example
+        database keeps it under ``key`` (``None``: no database, nothing replayed first)."""
+        from hypothesis import HealthCheck, given
+        from hypothesis import seed as seeded
+        from hypothesis import settings as hsettings
+
+        from .space import schedules
+
+        test: Callable[[], None] = given(schedules(space, max_faults=self.settings.max_faults))(
+            prop
+        )
+        if seed is not None:
+            test = seeded(seed)(test)
+        # Applied after seed(), which turns the example database off: with a key, the
+        # profile's database stays on, so a failing schedule is replayed first next time.
+        database: dict[str, Any] = {} if key is not None else {"database": None}
+        test = hsettings(
+            **database,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+            # Looking for more failures after the first one goes on for ten seconds of wall
+            # time: on a busy machine fewer cases fit in them, and another failure could be
+            # the one reported. One failure, shrunk, is the same on every machine (the other
+            # invariants are looked for after it, on a budget of cases: also.py).
+            report_multiple_bugs=False,
+            max_examples=max_examples,
+        )(test)
+        if key is not None:
+            test._hypothesis_internal_database_key = key  # type: ignore[attr-defined]
+        return test
+
     def top_up(self, space: Space) -> None:
         """Run one schedule for each kind of fault whose point no case reached yet."""
         covering = list(covering_schedules(space))
         self.plan(len(covering))
-        for point, schedule in covering:
-            kinds = COVERAGE_KINDS
-            exercised = self.report.reached if point in kinds else self.report.killed
-            if exercised.get(point):
+
+        def exercised(point: str) -> bool:
+            counted = self.report.reached if point in COVERAGE_KINDS else self.report.killed
+            return bool(counted.get(point))
+
+        for position, (point, schedule) in enumerate(covering):
+            if exercised(point):
                 self.plan(self.report.planned - self.report.cases - 1)
                 continue
             result = self.run(schedule, "coverage")
             if not result.passed:
                 self.fail(result)
+                rest = covering[position + 1 :]
+                self._look_further(((None, s) for p, s in rest if not exercised(p)), "coverage")
                 return
+
+    # -- after the failure: the other invariants it breaks (also.py) ----------------------
+
+    def _other_invariants(self) -> OtherInvariants | None:
+        """The search for the invariants the failure did not break, or ``None`` when there
+        is none to run: the failure broke no invariant, or is no verdict on the agent (a
+        timeout, the world's limit, the engines disagreeing)."""
+        failure = self.report.failure
+        if (
+            failure is None
+            or not failure.invariants
+            or failure.origin is not None
+            or failure.disagreement is not None
+        ):
+            return None
+        return OtherInvariants(
+            failure.invariants,
+            (invariant_name(check) for check in self.scenario.invariants),
+            nodeid=self.nodeid,
+            seed=self.settings.seed,
+        )
+
+    def _look_further(self, rest: Iterable[tuple[int | None, Schedule]], phase: str) -> None:
+        """Run the schedules of ``phase`` left after the failure (each with its index in
+        the enumeration, if it has one), in order, keeping the first that breaks each
+        invariant not yet seen."""
+        search = self._other_invariants()
+        if search is None:
+            return
+        started = (self.report.cases, self.disagreement)
+        for index, schedule in rest:
+            try:
+                result = self.run(schedule, phase, index=index)
+            except Exception as exc:  # the first failure stands: its search stops, and says why
+                self._stop_looking(exc, schedule)
+                break
+            self._consider(search, result, index=index)
+        self._looked(search, started)
+
+    def _look_further_drawn(self, space: Space, budget: int) -> None:
+        """The Hypothesis rounds after the failure (``also.drawn_rounds``), on a
+        ``budget`` of examples of their own."""
+        search = self._other_invariants()
+        if search is None or budget <= 0:
+            return
+        started = (self.report.cases, self.disagreement)
+        self.plan(budget)
+        seed = None if self.settings.seed is None else shard_seed(
+            self.settings.seed, self.settings.shard
+        )
+        raised: list[Schedule] = []
+
+        def run(schedule: Schedule) -> CaseResult:
+            try:
+                return self.run(schedule, "hypothesis")
+            except Exception:
+                raised.append(schedule)
+                raise
+
+        rounds = drawn_rounds(
+            search,
+            budget=budget,
+            seed=seed,
+            draw=lambda prop, **how: self._drawn(prop, space, **how),
+            run=run,
+        )
+        try:
+            with _shrinking_without_a_time_limit():
+                for found in rounds:
+                    self._consider(search, found, index=None)
+        except Exception as exc:  # the first failure stands: its search stops, and says why
+            # Hypothesis runs the shrunk case that raised last, and raises what it raised.
+            self._stop_looking(exc, raised[-1] if raised else None)
+        self._looked(search, started)
+
+    def _consider(self, search: OtherInvariants, result: CaseResult, *, index: int | None) -> None:
+        """Keep ``result`` if it breaks an invariant not yet seen: as a real kill shows it
+        when the states engine found it (the replay command runs it so), a disagreement
+        between the two noted on the failure (a harness bug, never hidden)."""
+        if not search.new_in(result):
+            return
+        if self.engine is not None and self.settings.engine != "compare":
+            real = self._patient(
+                self.scenario, result.schedule, name="also-confirm", expected=self.expected
+            )
+            if not timed_out(real):
+                self._note_disagreement(_disagreement(result, real))
+            result = real
+        search.keep(result, index=index)
+
+    def _stop_looking(self, exc: Exception, schedule: Schedule | None) -> None:
+        """The search after the failure stopped: ``exc`` was raised (by the case of
+        ``schedule``, if known). Said on the failure; what it found so far is kept."""
+        where = f" (schedule: {schedule})" if schedule is not None else ""
+        failure = self.report.failure
+        assert failure is not None
+        self.report.failure = dataclasses.replace(
+            failure, also_stopped=f"a case raised {type(exc).__name__}: {_first_line(exc)}{where}"
+        )
+
+    def _looked(self, search: OtherInvariants, started: tuple[int, str | None]) -> None:
+        """Put what the search found on the failure. ``started``: the cases run and the
+        engines' disagreement (``compare``) when it started."""
+        failure = self.report.failure
+        assert failure is not None
+        cases, disagreement = started
+        self.report.failure = dataclasses.replace(
+            failure, also=tuple(search.found), also_cases=self.report.cases - cases
+        )
+        if disagreement is None:  # one the failure's own report has taken care of
+            self._note_disagreement(self.disagreement)
+
+    def _note_disagreement(self, disagreement: str | None) -> None:
+        """The engines disagreed on a schedule after the failure: a harness bug, put on the
+        failure (which then fails its test whatever it expected), unless one is already."""
+        failure = self.report.failure
+        if disagreement is None or failure is None or failure.disagreement is not None:
+            return
+        self.report.failure = dataclasses.replace(
+            failure, disagreement=disagreement, errors=(*failure.errors, disagreement)
+        )
 
 
 @contextlib.contextmanager
@@ -776,10 +958,13 @@ def _explore(
     with contextlib.ExitStack() as stack:
         for database in scenario.databases:  # nothing of theirs left running after the test
             stack.callback(database.settle)
+        # The agent's Redis and its databases in a server keep their state outside the run
+        # directory: no crash state holds them.
         if (
             settings.engine != "processes"
             and settings.replay is None
-            and not scenario.databases  # a database server's state: no snapshots of files
+            and scenario.redis is None
+            and not scenario.databases
             and states_supported()
         ):
             explorer.engine = stack.enter_context(

@@ -3,16 +3,61 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..case.runner import CaseResult
 from ..case.schedule import COVERAGE_KINDS, Schedule, fault_kinds
 from ..case.steps import INCONCLUSIVE, WORLD_LIMIT
+from ..case.waited import Waited
 from ..verdict.invariants import INVARIANTS, invariant_key
 from ..verdict.printable import for_terminal
 
-__all__ = ["ExplorationReport", "Failure", "ScheduleRun", "out_of_reach", "render_failure"]
+__all__ = [
+    "AlsoBroken",
+    "ExplorationReport",
+    "Failure",
+    "ScheduleRun",
+    "also_names",
+    "out_of_reach",
+    "render_failure",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class AlsoBroken:
+    """A failing schedule found after the failure, reported for the invariants it breaks
+    that neither the failure nor an ``AlsoBroken`` before it broke: in exhaustive mode (and
+    the coverage schedules) the first such schedule in their order, in Hypothesis mode one
+    shrunk for them. Its replay token replays it alone, as the failure's does."""
+
+    #: The invariants it is reported for (those no schedule reported before it broke): the
+    #: six by number, then invariants of your own by name.
+    invariants: tuple[int | str, ...]
+    #: Every invariant the schedule broke (``invariants`` and some the failure broke too).
+    broken: tuple[int | str, ...]
+    schedule: Schedule
+    token: str
+    replay_command: str
+    #: The violations of ``invariants``, each with its evidence lines.
+    violations: tuple[str, ...]
+    #: What each invariant of your own among ``invariants`` says.
+    titles: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: Its place among the faulted schedules enumerated (exhaustive mode), else ``None``.
+    index: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "invariants": list(self.invariants),
+            "broken": list(self.broken),
+            "schedule": self.schedule.to_dict(),
+            "schedule_text": str(self.schedule),
+            "token": self.token,
+            "replay_command": self.replay_command,
+            "violations": list(self.violations),
+            "titles": dict(self.titles),
+            "index": self.index,
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +84,21 @@ class Failure:
     #: The failing case as data (its timeline, ledger rows and violations with what they
     #: name): see ``record.case_record``.
     case: Mapping[str, Any] | None = None
+    #: What the rest of the exploration's budget found after this failure: a schedule for
+    #: each invariant this one did not break (``AlsoBroken``), in the order found.
+    also: tuple[AlsoBroken, ...] = ()
+    #: Cases that search ran (0: it did not run: a replay, a failure that broke no
+    #: invariant or is no verdict on the agent, or no budget left).
+    also_cases: int = 0
+    #: Why that search stopped before its budget was spent (a case of it raised), if it did.
+    also_stopped: str | None = None
+
+    @property
+    def every_invariant(self) -> tuple[int | str, ...]:
+        """The invariants this failure and the schedules found after it broke, in order
+        (the six by number, then your own by name)."""
+        found = {*self.invariants, *(n for also in self.also for n in also.invariants)}
+        return tuple(sorted(found, key=invariant_key))
 
     @property
     def inconclusive(self) -> str | None:
@@ -73,6 +133,7 @@ class Failure:
         data["titles"] = dict(self.titles)
         data["schedule"] = self.schedule.to_dict()
         data["schedule_text"] = str(self.schedule)
+        data["also"] = [also.to_json() for also in self.also]
         return data
 
 
@@ -173,6 +234,8 @@ class ExplorationReport:
     #: For a worker that is a command: why its fault-free deliveries got no hooks at their
     #: commits (``""``: they did, or the worker is a Python function).
     unhooked: str = ""
+    #: What the cases' processes waited, in all (skipped, for real, on the case's providers).
+    waited: Waited = dataclasses.field(default_factory=Waited)
 
     @property
     def unreached(self) -> list[str]:
@@ -238,6 +301,7 @@ class ExplorationReport:
             "timeout_reruns": {
                 "cases": self.slow_cases, "finished": self.slow_cases_finished,
             },
+            "waits": self.waited.to_json(),
         }
 
     def count(
@@ -281,6 +345,7 @@ class ExplorationReport:
         self.model_reasks += result.model_reasks
         # What a case's rows left unchecked (a row that accounts for nothing) is said once.
         self.unchecked += [line for line in result.unaccounted if line not in self.unchecked]
+        self.waited.merge(result.waited)
         if result.timeout_reruns:
             self.slow_cases += 1
             self.slow_cases_finished += not any(e.startswith(INCONCLUSIVE) for e in result.errors)
@@ -315,10 +380,38 @@ def render_failure(report: ExplorationReport) -> str:
         f"cases run: {report.cases}; seed: {report.seed}",
         f"run directory (kept): {failure.run_dir}",
         f"replay: {failure.replay_command}",
+        *_also_lines(failure),
     ]
     # Names, messages and output of the code under test are in it: no control character
     # reaches the terminal as one.
     return for_terminal("\n".join(lines))
+
+
+def _also_lines(failure: Failure) -> list[str]:
+    """What the rest of the budget found after the failure: each other invariant broken,
+    with its own schedule, violations and replay command (nothing when it did not look)."""
+    if not failure.also_cases and not failure.also_stopped:
+        return []
+    searched = f"{failure.also_cases} more case(s)"
+    if not failure.also:
+        lines = ["", f"no other invariant broken in {searched} after it"]
+    else:
+        lines = ["", f"other invariants broken (looked for in {searched} after it):"]
+    for also in failure.also:
+        lines.append(f"also breaks {also_names(also.invariants, also.titles)}: {also.schedule}")
+        lines += [f"    {line}" for v in also.violations for line in v.splitlines()]
+        lines.append(f"    replay: {also.replay_command}")
+    if failure.also_stopped:
+        lines.append(f"the search for other invariants stopped early: {failure.also_stopped}")
+    return lines
+
+
+def also_names(invariants: Sequence[int | str], titles: Mapping[str, str]) -> str:
+    """``invariant 5 (in-flight work ...)``, or ``invariants 4 (...), 5 (...)``."""
+    names = ", ".join(
+        f"{n} ({INVARIANTS[n] if isinstance(n, int) else titles.get(n, n)})" for n in invariants
+    )
+    return f"invariant{'s' if len(invariants) > 1 else ''} {names}"
 
 
 def _heading(failure: Failure) -> str:

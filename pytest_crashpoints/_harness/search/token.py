@@ -8,6 +8,7 @@ import binascii
 import dataclasses
 import json
 import math
+import shlex
 import types
 import typing
 import zlib
@@ -24,6 +25,7 @@ __all__ = [
     "check_nodeid",
     "decode_token",
     "read_token",
+    "replay_command",
     "replay_token",
     "to_json",
 ]
@@ -50,6 +52,11 @@ def replay_token(schedule: Schedule, *, seed: int | None = None, nodeid: str | N
     payload = {"schedule": schedule.to_dict(), "seed": seed, "nodeid": nodeid}
     raw = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode().rstrip("=")
+
+
+def replay_command(nodeid: str, token: str) -> str:
+    """The command that runs ``token``'s schedule against the test ``nodeid``."""
+    return f"pytest {shlex.quote(nodeid)} --crashpoints-replay={token}"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -36,10 +36,16 @@ from pathlib import Path
 __all__ = ["Blobs", "DurableState", "RunDirReader", "restore"]
 
 
+#: Files next to the clock that are no state, left where they are when a state is put back.
+_KEPT = ("clock.lock", "clock.runner")
+
+
 def _skipped(relative: str) -> bool:
     """What a crash state leaves out: SQLite's WAL index (rebuilt from the WAL) and the
-    harness clock's lock, plan (``busywait``) and temporary files (no state)."""
-    if relative.endswith("-shm") or relative in ("clock.lock", "clock.runner"):
+    harness clock's lock, plan (``busywait``) and temporary files (no state). The wait log
+    next to the clock is part of it: a case resumed from the state goes on from the waits
+    its processes had made by then."""
+    if relative.endswith("-shm") or relative in _KEPT:
         return True
     return relative.startswith("clock.") and relative.endswith(".tmp")
 
@@ -170,7 +176,7 @@ def restore(state: DurableState, root: str | os.PathLike[str], blobs: Blobs) -> 
     top = Path(root)
     wanted = dict(state.files)
     for relative, entry in _entries(top):
-        if relative not in wanted and relative != "clock.lock":
+        if relative not in wanted and relative not in _KEPT:
             os.unlink(entry.path)
     for relative, digest in state.files:
         path = top / relative
