@@ -31,6 +31,7 @@ ITEMS = {
     7: "scaling",
     6: "memory",
     11: "session_memory",
+    14: "postgres_case",
     8: "clock_pin",
     10: "peer",
     2: "sweep",

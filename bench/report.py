@@ -119,6 +119,11 @@ MEASURED = """\
     seconds on a real server). The share the runtime required: the waiting left as shipped
     over the waiting with every wait real (what skipping could not remove: a broker, a
     database, a program on real time, the harness's own starts and stops).
+14. **PostgreSQL case**: the four-column job mailer (its fix) with its jobs in a SQLite file
+    against the same mailer on psycopg 3 with a database per case cloned from a template in a
+    private PostgreSQL server (`scenarios/pg_jobs/`), killed at B and fault-free, each pair
+    back to back in alternating order; the ratio per pair. The server's start (once per
+    session) is not counted; each case's database (made ahead, renamed, dropped after) is.
 """
 
 

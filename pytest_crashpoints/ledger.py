@@ -11,7 +11,7 @@ Everything an agent needs at run time, with or without a test harness:
   an adapter answers (:class:`Receipt`, :class:`Found`, :class:`Absent`, :class:`Unavailable`);
 - the reference recovery (:func:`recover`, :class:`RecoveryPolicy`, :class:`RecoveryAction`);
 - views that let the harness read any ledger (:class:`LedgerView`, :class:`SQLiteLedgerView`,
-  :class:`JSONLinesLedgerView`, :class:`RedisLedgerView`).
+  :class:`JSONLinesLedgerView`, :class:`PostgresLedgerView`, :class:`RedisLedgerView`).
 
 The most used names are also importable from ``pytest_crashpoints`` itself.
 """
@@ -30,6 +30,7 @@ from ._exports import show_public_home
 from ._ledger.args import JSONValue, args_hash, canonical_json, normalize_args
 from ._ledger.authority import Authority
 from ._ledger.jsonlines import JSONLinesLedgerView
+from ._ledger.postgres_view import PostgresLedgerView
 from ._ledger.records import Attempt, Event, QueueEntry
 from ._ledger.redis_view import RedisLedgerView
 from ._ledger.sqlite import SCHEMA_VERSION, Ledger
@@ -51,6 +52,7 @@ __all__ = [
     "Ledger",
     "LedgerView",
     "LookupResult",
+    "PostgresLedgerView",
     "QueueEntry",
     "Receipt",
     "RecoveryAction",

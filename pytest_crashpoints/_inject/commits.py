@@ -70,7 +70,7 @@ from typing import Any, Literal, TypeVar
 from ..errors import HarnessUsageError
 from .failpoints import COMMIT_POINTS, crashpoint, since_last_request
 
-__all__ = ["install_commit_hooks", "next_commit_number"]
+__all__ = ["hooked_subclass", "install_commit_hooks", "next_commit_number"]
 
 _BEFORE, _AFTER = COMMIT_POINTS
 # Python 3.12's Connection.autocommit in its default, legacy mode (3.11 has no such attribute).
@@ -86,7 +86,8 @@ _original: dict[str, Callable[..., sqlite3.Connection]] = {}
 
 
 def next_commit_number() -> int:
-    """The number of the process's next commit attempt (SQLite's and Redis's together)."""
+    """The number of the process's next commit attempt (``n`` of ``db.commit``), counted over
+    every database of the process, SQLite's, PostgreSQL's (``pg_commits.py``) and Redis's alike."""
     return next(_attempts)
 
 
@@ -274,19 +275,22 @@ _subclasses: dict[tuple[type, type], type | None] = {}
 _REPLACED = ("execute", "executemany", "executescript")
 
 
-def _hooked(base: _Base, hooks: _Base) -> _Base | None:
-    """``base`` with ``hooks`` mixed in, or None if its layout does not allow it. A class that
-    defines a method the hooks replace gets them beneath its own (its own keep their meaning,
-    and what they pass on to ``super()`` is hooked); any other gets them above."""
+def hooked_subclass(
+    base: _Base, hooks: _Base, *, replaced: Collection[str] = _REPLACED
+) -> _Base | None:
+    """``base`` with ``hooks`` (a direct subclass of a driver's class that ``base`` derives
+    from) mixed in, or None if its layout does not allow it. A class that defines one of the
+    ``replaced`` methods gets the hooks beneath its own (its own keep their meaning, and what
+    they pass on to ``super()`` is hooked); any other gets them above."""
     if issubclass(base, hooks):
         return base
     if base in hooks.__mro__:
         return hooks
     key = (base, hooks)
     if key not in _subclasses:
-        sqlite_base = hooks.__mro__[1]
-        own = [k for k in base.__mro__[: base.__mro__.index(sqlite_base)] if k is not object]
-        defines = any(name in vars(k) for k in own for name in _REPLACED)
+        driver_base = hooks.__mro__[1]
+        own = [k for k in base.__mro__[: base.__mro__.index(driver_base)] if k is not object]
+        defines = any(name in vars(k) for k in own for name in replaced)
         bases = (base, hooks) if defines else (hooks, base)
         try:
             _subclasses[key] = type(base.__name__, bases, {"__module__": base.__module__})
@@ -309,7 +313,7 @@ class _HookedConnection(sqlite3.Connection):
         if factory is None:
             factory = _HookedCursor
         elif isinstance(factory, type) and issubclass(factory, sqlite3.Cursor):
-            factory = _hooked(factory, _HookedCursor) or factory
+            factory = hooked_subclass(factory, _HookedCursor) or factory
         return super().cursor(factory)
 
     def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
@@ -436,7 +440,7 @@ def _connect_with(original: Callable[..., sqlite3.Connection]) -> Callable[..., 
         else:
             factory = kwargs.get("factory") or sqlite3.Connection
         hooked = (
-            _hooked(factory, _HookedConnection)
+            hooked_subclass(factory, _HookedConnection)
             if isinstance(factory, type) and issubclass(factory, sqlite3.Connection)
             else None
         )

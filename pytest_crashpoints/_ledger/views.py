@@ -34,7 +34,9 @@ from .authority import Authority, parse_scope
 from .records import Attempt, Event, QueueEntry
 from .states import IN_FLIGHT_STATES, State
 
-__all__ = ["REQUIRED_COLUMNS", "SEED_COLUMNS", "LedgerView", "SQLiteLedgerView"]
+__all__ = [
+    "REQUIRED_COLUMNS", "SEED_COLUMNS", "LedgerView", "MappedLedgerView", "SQLiteLedgerView"
+]
 
 
 
@@ -99,30 +101,20 @@ _AUTHORITY_COLUMNS = frozenset({"tenant_id", "credential_scope", "policy_version
 _ROWID = "rowid"
 
 
-class SQLiteLedgerView:
-    """Read a user's SQLite ledger table (read-only) as the harness needs it.
-
-    Only a row id and a state are required: ``columns`` maps seed names to the table's names
-    (unmapped names are used as they are; ``"rowid"`` is SQLite's own row id), and a seed
-    name the table has no column for is simply not provided. ``constants`` gives a seed
-    name one value for every row (``constants={"tool_name": "send_email"}``).
-    ``args_columns`` names the columns that together are the call's arguments (their hash is
-    computed), for a table that stores them as columns rather than as one JSON column.
-    ``states`` maps the table's state values to :class:`State` (default: the values are State
-    names). ``events_table`` and ``event_columns`` do the same for an event log, if the ledger
-    keeps one. ``queue_sql``, if given, is the query whose first column lists the attempt ids
-    the operator's queue shows; by default the queue is every in-flight attempt. When the
-    tenant, scope and policy are not stored, ``authority_of(task_id, created_at)`` supplies
-    the authority the attempt was created under (in a crash test: ``ctx.authority_at``).
-
-    A ledger file or table that does not exist yet reads as empty (a worker creates its
-    ledger on first use). A missing required column, a state value not mapped, or a
-    ``queue_sql`` that fails raise :class:`LedgerError` saying what to do.
+class MappedLedgerView:
+    """What every view over a user's table does, whatever the database: map the table's
+    columns and states to the seed names (``table=``/``query=``, ``columns=``, ``states=``,
+    ``constants=``, ``args_columns=``, ``events_table=``/``event_columns=``, ``queue_sql=``,
+    ``authority_of=``: see :class:`SQLiteLedgerView`), check them, and build the attempts,
+    queue and events from the rows. A database's view supplies where the rows come from:
+    ``_source``, ``_table_columns()``, ``_rows()`` and ``_queue_ids()``.
     """
+
+    #: The name of the database's own row id column, if it has one (SQLite's ``rowid``).
+    row_id: str | None = _ROWID
 
     def __init__(
         self,
-        path: str | os.PathLike[str],
         *,
         table: str | None = None,
         query: str | None = None,
@@ -135,7 +127,6 @@ class SQLiteLedgerView:
         queue_sql: str | None = None,
         authority_of: Callable[[str, float], Authority | None] | None = None,
     ) -> None:
-        self.path = Path(path)
         if table is not None and query is not None:
             raise LedgerError(
                 "table= and query= both say where the attempts are; give one of them (query= "
@@ -181,7 +172,10 @@ class SQLiteLedgerView:
         if present is None:
             found = set(self.columns)
         else:
-            found = {name for name, col in names.items() if col in present or col == _ROWID}
+            found = {
+                name for name, col in names.items()
+                if col in present or (col == self.row_id and col is not None)
+            }
         found |= set(self.constants)
         if self.args_columns:
             found |= {"args_json", "args_hash"}
@@ -190,70 +184,6 @@ class SQLiteLedgerView:
         if self.authority_of is not None:
             found |= _AUTHORITY_COLUMNS
         return frozenset(found - self._unreadable)
-
-    # -- reading -------------------------------------------------------------------------------
-
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
-        conn.row_factory = sqlite3.Row
-        return conn
-
-    @property
-    def _source(self) -> str:
-        """Where the attempts are, in words: ``path:table`` or ``path (query=)``."""
-        return f"{self.path} (query=)" if self.query is not None else f"{self.path}:{self.table}"
-
-    def _table_columns(self) -> frozenset[str] | None:
-        """The table's (or query's) columns, if the file and the table exist yet."""
-        if not self.path.exists():
-            return None
-        with self._closing() as conn:
-            if self.query is not None:
-                present = self._query_columns(conn)
-                return frozenset(present) if present else None
-            present = {row["name"] for row in conn.execute(f'PRAGMA table_info("{self.table}")')}
-        return frozenset(present) if present else None
-
-    def _query_columns(self, conn: sqlite3.Connection) -> set[str]:
-        """The columns of ``query``; none while a table it reads does not exist yet."""
-        assert self.query is not None
-        try:
-            cursor = conn.execute(f"SELECT * FROM ({self.query}) LIMIT 0")
-        except sqlite3.OperationalError as exc:
-            if "no such table" in str(exc):
-                return set()
-            raise LedgerError(
-                f"query= failed on {self.path} ({exc}); it must be one SELECT whose rows are "
-                "the attempts, with a column for each seed name you map."
-            ) from None
-        return {column[0] for column in cursor.description}
-
-    def _rows(self, table: str, required: Sequence[str], mapping: Mapping[str, str]) -> Any:
-        """(columns present, rows) of ``table``; none yet if the file or table does not exist
-        (a worker creates its ledger on first use). Missing required columns are an error."""
-        if not self.path.exists():
-            return set(), []
-        with self._closing() as conn:
-            by_query = self.query is not None and table == self.table
-            if by_query:
-                present = self._query_columns(conn)
-            else:
-                present = {row["name"] for row in conn.execute(f'PRAGMA table_info("{table}")')}
-            if not present:
-                return set(), []
-            missing = [mapping.get(name, name) for name in required]
-            missing = [c for c in missing if c not in present and (c != _ROWID or by_query)]
-            if missing:
-                where = self._source if by_query else f"{self.path}:{table}"
-                raise LedgerError(
-                    f"{where} lacks the column(s) {', '.join(missing)}; map your "
-                    "names with columns={'seed_name': 'your_name'} (event_columns= for events)"
-                    + (", or name them in the query (AS ...)." if by_query else ".")
-                )
-            if by_query:
-                return present, conn.execute(f"SELECT * FROM ({self.query})").fetchall()
-            rows = conn.execute(f'SELECT rowid AS "{_ROWID}", * FROM "{table}" ORDER BY rowid')
-            return present | {_ROWID}, rows.fetchall()
 
     def _number(self, name: str, column: str, value: Any, default: Any) -> Any:
         """``value`` of seed name ``name`` (a time in harness seconds, a count) as a number.
@@ -303,7 +233,7 @@ class SQLiteLedgerView:
             attempts.sort(key=lambda a: (a.created_at, a.attempt_id))
         return attempts
 
-    def _attempt(self, row: sqlite3.Row, names: Mapping[str, str], present: set[str]) -> Attempt:
+    def _attempt(self, row: Any, names: Mapping[str, str], present: set[str]) -> Attempt:
         def get(name: str, default: Any = None) -> Any:
             if name in self.constants:
                 return self.constants[name]
@@ -356,14 +286,7 @@ class SQLiteLedgerView:
         if self.queue_sql is None or not attempts:
             shown = [a for a in attempts if a.state in IN_FLIGHT_STATES]
         else:
-            try:
-                with self._closing() as conn:
-                    ids = {str(row[0]) for row in conn.execute(self.queue_sql)}
-            except sqlite3.Error as exc:
-                raise LedgerError(
-                    f"queue_sql= failed on {self.path} ({exc}); it must be a query whose first "
-                    "column lists the attempt ids your operators' queue shows."
-                ) from None
+            ids = self._queue_ids()
             shown = [a for a in attempts if a.attempt_id in ids]
         return [
             QueueEntry(
@@ -400,6 +323,155 @@ class SQLiteLedgerView:
             )
             for index, row in enumerate(rows, start=1)
         ]
+
+    # -- where the rows come from: each database's view ----------------------------------------
+
+    @property
+    def _source(self) -> str:
+        """Where the attempts are, in words, for messages."""
+        raise NotImplementedError
+
+    def _table_columns(self) -> frozenset[str] | None:
+        """The table's (or query's) columns, if the table exists yet."""
+        raise NotImplementedError
+
+    def _rows(self, table: str, required: Sequence[str], mapping: Mapping[str, str]) -> Any:
+        """(columns present, rows readable by column name) of ``table`` (or ``query=``); none
+        yet if the table does not exist. Missing required columns are an error
+        (:meth:`_check_required`)."""
+        raise NotImplementedError
+
+    def _queue_ids(self) -> set[str]:
+        """The attempt ids ``queue_sql`` lists."""
+        raise NotImplementedError
+
+    def _check_required(
+        self, present: set[str], required: Sequence[str], mapping: Mapping[str, str], *,
+        by_query: bool, where: str,
+    ) -> None:
+        """Raise :class:`LedgerError` if a required column is not among ``present``."""
+        missing = [mapping.get(name, name) for name in required]
+        missing = [
+            c for c in missing if c not in present and (c != self.row_id or by_query)
+        ]
+        if missing:
+            raise LedgerError(
+                f"{where} lacks the column(s) {', '.join(missing)}; map your "
+                "names with columns={'seed_name': 'your_name'} (event_columns= for events)"
+                + (", or name them in the query (AS ...)." if by_query else ".")
+            )
+
+
+class SQLiteLedgerView(MappedLedgerView):
+    """Read a user's SQLite ledger table (read-only) as the harness needs it.
+
+    Only a row id and a state are required: ``columns`` maps seed names to the table's names
+    (unmapped names are used as they are; ``"rowid"`` is SQLite's own row id), and a seed
+    name the table has no column for is simply not provided. ``constants`` gives a seed
+    name one value for every row (``constants={"tool_name": "send_email"}``).
+    ``args_columns`` names the columns that together are the call's arguments (their hash is
+    computed), for a table that stores them as columns rather than as one JSON column.
+    ``states`` maps the table's state values to :class:`State` (default: the values are State
+    names). ``events_table`` and ``event_columns`` do the same for an event log, if the ledger
+    keeps one. ``queue_sql``, if given, is the query whose first column lists the attempt ids
+    the operator's queue shows; by default the queue is every in-flight attempt. When the
+    tenant, scope and policy are not stored, ``authority_of(task_id, created_at)`` supplies
+    the authority the attempt was created under (in a crash test: ``ctx.authority_at``).
+
+    A ledger file or table that does not exist yet reads as empty (a worker creates its
+    ledger on first use). A missing required column, a state value not mapped, or a
+    ``queue_sql`` that fails raise :class:`LedgerError` saying what to do.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        table: str | None = None,
+        query: str | None = None,
+        columns: Mapping[str, str] | None = None,
+        states: Mapping[Any, State] | None = None,
+        constants: Mapping[str, object] | None = None,
+        args_columns: Sequence[str] = (),
+        events_table: str | None = None,
+        event_columns: Mapping[str, str] | None = None,
+        queue_sql: str | None = None,
+        authority_of: Callable[[str, float], Authority | None] | None = None,
+    ) -> None:
+        self.path = Path(path)
+        super().__init__(
+            table=table, query=query, columns=columns, states=states, constants=constants,
+            args_columns=args_columns, events_table=events_table, event_columns=event_columns,
+            queue_sql=queue_sql, authority_of=authority_of,
+        )
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+        conn.row_factory = sqlite3.Row
+        return conn
+
+    @property
+    def _source(self) -> str:
+        """Where the attempts are, in words: ``path:table`` or ``path (query=)``."""
+        return f"{self.path} (query=)" if self.query is not None else f"{self.path}:{self.table}"
+
+    def _table_columns(self) -> frozenset[str] | None:
+        """The table's (or query's) columns, if the file and the table exist yet."""
+        if not self.path.exists():
+            return None
+        with self._closing() as conn:
+            if self.query is not None:
+                present = self._query_columns(conn)
+                return frozenset(present) if present else None
+            present = {row["name"] for row in conn.execute(f'PRAGMA table_info("{self.table}")')}
+        return frozenset(present) if present else None
+
+    def _query_columns(self, conn: sqlite3.Connection) -> set[str]:
+        """The columns of ``query``; none while a table it reads does not exist yet."""
+        assert self.query is not None
+        try:
+            cursor = conn.execute(f"SELECT * FROM ({self.query}) LIMIT 0")
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return set()
+            raise LedgerError(
+                f"query= failed on {self.path} ({exc}); it must be one SELECT whose rows are "
+                "the attempts, with a column for each seed name you map."
+            ) from None
+        return {column[0] for column in cursor.description}
+
+    def _rows(self, table: str, required: Sequence[str], mapping: Mapping[str, str]) -> Any:
+        """(columns present, rows) of ``table``; none yet if the file or table does not exist
+        (a worker creates its ledger on first use). Missing required columns are an error."""
+        if not self.path.exists():
+            return set(), []
+        with self._closing() as conn:
+            by_query = self.query is not None and table == self.table
+            if by_query:
+                present = self._query_columns(conn)
+            else:
+                present = {row["name"] for row in conn.execute(f'PRAGMA table_info("{table}")')}
+            if not present:
+                return set(), []
+            where = self._source if by_query else f"{self.path}:{table}"
+            self._check_required(present, required, mapping, by_query=by_query, where=where)
+            if by_query:
+                return present, conn.execute(f"SELECT * FROM ({self.query})").fetchall()
+            rows = conn.execute(f'SELECT rowid AS "{_ROWID}", * FROM "{table}" ORDER BY rowid')
+            return present | {_ROWID}, rows.fetchall()
+
+    def _queue_ids(self) -> set[str]:
+        assert self.queue_sql is not None
+        try:
+            with self._closing() as conn:
+                return {str(row[0]) for row in conn.execute(self.queue_sql)}
+        except sqlite3.Error as exc:
+            raise LedgerError(
+                f"queue_sql= failed on {self.path} ({exc}); it must be a query whose first "
+                "column lists the attempt ids your operators' queue shows."
+            ) from None
 
     def _closing(self) -> Any:
         from contextlib import closing

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from .._harness.case.context import Context, ProviderSpec
     from .._harness.case.incident import Incident
-    from .._harness.case.scenario import Scenario
+    from .._harness.case.scenario import CaseDatabase, Scenario
     from .._harness.search.explore import CaseRaised, CrashSettings
     from .._harness.search.findings import ExplorationReport
     from .._harness.storage.agent_redis import RedisConfig
@@ -171,6 +171,7 @@ class CrashpointsFixture:
         model: Script | None = None,
         setup: Callable[[Context], object] | None = None,
         incident: Incident | None = None,
+        databases: Sequence[CaseDatabase] = (),
         redis: object = None,
     ) -> ExplorationReport:
         """Explore crash schedules of ``worker`` on ``messages``; fail the test on a violation.
@@ -200,6 +201,9 @@ class CrashpointsFixture:
         dead, nothing to redeliver), the recovery alone is run and crashed: ``worker`` may be
         left out, and each task of the incident's ledger gets an authority (the one its row
         records, when the view reads one) unless ``authorities`` gives them.
+        ``databases`` are databases made fresh for each case in a database server and dropped
+        after it (``crashpoints_postgres.case_database(schema=...)``, docs/howto-postgres.md);
+        a test with one runs every case from its start (the processes engine).
         ``redis`` gives each case a ``redis-server`` of its own at ``ctx.redis_url``:
         ``True`` (Redis's default persistence, RDB snapshots) or the ``redis.conf``
         directives of production (``{"appendonly": "yes", "appendfsync": "everysec"}``); a
@@ -218,7 +222,7 @@ class CrashpointsFixture:
                 worker=worker, recover=recover, command=command, recover_command=recover_command,
                 messages=messages, authorities=authorities, ledger_view=ledger_view, model=model,
                 transport_points=transport_points, invariants=invariants, setup=setup,
-                incident=incident, redis=redis,
+                incident=incident, databases=databases, redis=redis,
             )
         except CaseRaised as exc:
             raise self._case_raised(exc) from None
@@ -288,6 +292,7 @@ class CrashpointsFixture:
         model: Script | None,
         setup: Callable[[Context], object] | None,
         incident: Incident | None,
+        databases: Sequence[CaseDatabase] = (),
         redis: object = None,
     ) -> Scenario:
         """The scenario of ``run``'s arguments under this test's marker. Raises
@@ -325,6 +330,7 @@ class CrashpointsFixture:
             model=model,
             setup=setup,
             incident=incident,
+            databases=tuple(databases),
             redis=_agent_redis(redis),
         )
         self._check_expected_names(scenario)

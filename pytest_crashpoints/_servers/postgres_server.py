@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import glob
+import hashlib
 import os
 import re
 import shutil
@@ -30,6 +31,7 @@ from pathlib import Path
 
 from ..errors import HarnessUsageError, ServerError
 from . import daemon
+from .postgres_cases import PostgresCaseDatabase
 
 __all__ = ["PostgresServer", "find_postgres_bin", "postgres_server"]
 
@@ -95,11 +97,7 @@ class PostgresServer:
         """Run ``sql`` (one or more statements) in ``database`` with ``psql``; its output.
         Raises :class:`ServerError` with PostgreSQL's message if a statement fails (those
         before it stay done, as in ``psql``)."""
-        argv = [str(self.bin_dir / "psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
-                "-h", str(self.socket_dir), "-p", str(self.port), "-U", self.user,
-                "-d", database, "-c", sql]
-        # The caller's PG* variables (PGHOST, PGSERVICE, PGPASSWORD...) must not redirect it.
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+        argv, env = self._psql(sql, database=database)
         try:
             done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -108,6 +106,26 @@ class PostgresServer:
             said = done.stderr.strip().replace("\n", " | ") or f"exit status {done.returncode}"
             raise ServerError(f"PostgreSQL refused {sql[:80]!r} in {database!r}: {said}")
         return done.stdout
+
+    def _psql(self, *statements: str, database: str) -> tuple[list[str], dict[str, str]]:
+        """The command and environment that run ``statements`` in ``database`` with
+        ``psql``, each in a transaction of its own."""
+        argv = [str(self.bin_dir / "psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
+                "-h", str(self.socket_dir), "-p", str(self.port), "-U", self.user,
+                "-d", database]
+        for sql in statements:
+            argv += ["-c", sql]
+        # The caller's PG* variables (PGHOST, PGSERVICE, PGPASSWORD...) must not redirect it.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+        return argv, env
+
+    def start_statements(self, *statements: str) -> subprocess.Popen[bytes]:
+        """Start running ``statements`` (each in a transaction of its own) in the
+        ``postgres`` database with ``psql``, not waiting for them: wait for the process (its
+        exit status says whether PostgreSQL did them all)."""
+        argv, env = self._psql(*statements, database="postgres")
+        return subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
 
     def create_database(self, name: str, *, template: str | None = None) -> str:
         """Create the database ``name`` (empty, or a copy of the database ``template``, which
@@ -120,6 +138,41 @@ class PostgresServer:
             sql += f' TEMPLATE "{_check_name(template, "template")}"'
         self.execute(sql)
         return self.dsn(name)
+
+    def case_database(
+        self, *, schema: str | None = None, template: str | None = None
+    ) -> PostgresCaseDatabase:
+        """A database per crash-test case, cloned from a template (pass it to
+        ``crashpoints.run(databases=[...])``; connect with its ``dsn(ctx)``). ``schema`` (SQL
+        statements: the tables the agent expects) is applied once to a template made for it,
+        reused by every test with the same schema; or ``template`` names a database of this
+        server you made (it must have no open connection while cases run). Raises
+        :class:`HarnessUsageError` unless exactly one is given, :class:`ServerError` with
+        PostgreSQL's message for a schema it refuses (no template is left behind then)."""
+        from .postgres_cases import PostgresCaseDatabase
+
+        if (schema is None) == (template is None):
+            raise HarnessUsageError(
+                "case_database() needs one of schema= (SQL that creates the agent's tables) "
+                "or template= (a database of this server to clone for each case)."
+            )
+        if template is None:
+            assert schema is not None
+            digest = hashlib.sha256(schema.encode()).hexdigest()[:24]
+            template = f"crashpoints_template_{digest}"
+            listed = self.execute(f"SELECT 1 FROM pg_database WHERE datname = '{template}'")
+            if not listed.strip():
+                building = f"{template}_new"
+                self.drop_database(building)
+                self.create_database(building)
+                try:
+                    self.execute(schema, database=building)
+                except ServerError:
+                    self.drop_database(building)
+                    raise
+                # Renamed once complete: a template is never seen half-made.
+                self.execute(f'ALTER DATABASE "{building}" RENAME TO "{template}"')
+        return PostgresCaseDatabase(self, _check_name(template, "template"))
 
     def drop_database(self, name: str) -> None:
         """Drop the database ``name`` if it exists, ending its connections first."""

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..._inject.commits import install_commit_hooks
 from ..._inject.failpoints import crashpoint
+from ..._inject.pg_hooks import install_postgres_hooks
 from ..._inject.redis_commits import install_redis_hooks
 from ..._inject.wire import install_wire_hooks
 from ..._process import waits
@@ -24,7 +25,8 @@ __all__ = ["RACE_START", "deliver_entry", "recover_entry", "race_entry"]
 def _enter(env: CaseEnv, worker_id: str, task_id: str | None) -> Context:
     """Set up a worker or recovery process of a case: its context, its environment (the
     providers' URLs and this process's keys, for any SDK), and the automatic crash points
-    (at its SQLite commits, and at the wire of its requests to the case's servers)."""
+    (at its SQLite and PostgreSQL commits, and at the wire of its requests to the case's
+    servers)."""
 
     ctx = Context(env, worker_id, task_id=task_id)
     waits.name(worker_id)
@@ -41,6 +43,7 @@ def _enter(env: CaseEnv, worker_id: str, task_id: str | None) -> Context:
         install_wire_hooks(addresses, reads=models, smtp=relays)
         waits.world([*addresses, *models, *relays])  # a connection to them is no real server
     install_commit_hooks(exclude=[env.run_dir.journals, env.authority_path])
+    install_postgres_hooks()
     install_redis_hooks()
     install_sync_log(env.path)
     return ctx

@@ -9,7 +9,8 @@ agent.py``, ``python -m agent``, a console script, a Python a shell script start
 - its fail point calls (its own ``crashpoint()`` calls, and the commit hooks') go to the
   bridge over the fail-point protocol (``_inject/remote.py``), which fires them armed with
   the schedule's faults: a kill there kills the bridge's process group, the program in it;
-- every SQLite commit fires ``db.commit`` and ``db.committed`` (``_inject/commits.py``): kills
+- every SQLite commit fires ``db.commit`` and ``db.committed`` (``_inject/commits.py``), and
+  every PostgreSQL commit of psycopg, psycopg2 or asyncpg (``_inject/pg_hooks.py``): kills
   and failed commits there, the connection's settings for a power loss, and, through the
   bridge, the automatic A before the next write request the relay forwards; so does every
   write to Redis through redis-py (``_inject/redis_commits.py``);
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from ..._inject.commits import install_commit_hooks
 from ..._inject.failpoints import install_plan
+from ..._inject.pg_hooks import install_postgres_hooks
 from ..._inject.redis_commits import install_redis_hooks
 from ..._inject.remote import RemotePlan
 from ..storage.agentfiles import install_sync_log
@@ -81,6 +83,7 @@ def install() -> None:
     install_plan(RemotePlan(url))
     excluded = [p for p in os.environ.get("CRASHPOINTS_HOOKS_EXCLUDE", "").split(os.pathsep) if p]
     install_commit_hooks(exclude=excluded)
+    install_postgres_hooks()
     install_redis_hooks()
     install_sync_log(Path(run_dir))
     record(hooked=True)

@@ -108,6 +108,10 @@ def snapshot(run: CaseRun, target: Path) -> CaseEnv:
     copy = run.env.run_dir.copy(
         target, timeout=run.scenario.timeout, start_method=run.scenario.start_method
     )
+    # Its databases in a server are copied with it, for the replay of a killed recovery,
+    # which only a scenario with a recovery runs (each copy costs the server a file copy).
+    for database in run.scenario.databases if run.scenario.recover is not None else ():
+        database.copy(run.env.path, copy.path)
     env = dataclasses.replace(run.env, root=str(copy.path))
     if run.world.redis is not None:  # the agent's Redis is copied too: a server of its own
         redis = run.world.redis.clone()

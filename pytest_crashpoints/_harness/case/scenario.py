@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..._ledger.authority import Authority
 from ...errors import CrashpointsError
@@ -19,10 +20,27 @@ if TYPE_CHECKING:
     from ..verdict.invariants import Invariant
     from .incident import Incident
 
-__all__ = ["Recovery", "Scenario", "WorkerFn"]
+__all__ = ["CaseDatabase", "Recovery", "Scenario", "WorkerFn"]
 
 WorkerFn = Callable[[Any, Context], object]
 Recovery = Callable[[Context], object]
+
+
+class CaseDatabase(Protocol):
+    """A database of each case kept outside its run directory, in a database server
+    (:class:`~pytest_crashpoints.servers.PostgresCaseDatabase`): the harness creates it fresh
+    for a case, copies it when it copies the case's run directory, and drops it (and its
+    copies) when the case ends, and settles after the test. Each is named for the case's run
+    directory."""
+
+    def create(self, run_dir: Path) -> None: ...
+
+    def copy(self, source: Path, target: Path) -> None: ...
+
+    def drop(self, run_dir: Path) -> None: ...
+
+    def settle(self) -> None:
+        """Finish what it does in the background; called after the test's last case."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +61,9 @@ class Scenario:
     what the agent's tools expect to find at the providers, e.g. the charge a support agent
     refunds. ``incident`` starts each case from a state production was left in (see
     :class:`~.incident.Incident`): the baseline is then the fault-free run from an empty world.
+    ``databases`` are the case's databases in a database server (:class:`CaseDatabase`),
+    fresh for each case: such a scenario runs on the processes engine, every case from its
+    start (the states engine copies files only).
 
     Raises :class:`~pytest_crashpoints.errors.HarnessUsageError` for a worker or recovery that
     is not a plain or coroutine function taking those arguments (a generator function, a
@@ -64,6 +85,7 @@ class Scenario:
     model: Script | None = None
     setup: Callable[[Context], object] | None = None
     incident: Incident | None = None
+    databases: tuple[CaseDatabase, ...] = ()
     #: The agent's Redis (``crashpoints.run(..., redis=...)``): a ``redis-server`` per case,
     #: restarted by a power loss on what its files keep (``storage/agent_redis.py``).
     redis: RedisConfig | None = None
@@ -104,6 +126,14 @@ class Scenario:
                     "incident=Incident(ledger=..., exports={...})."
                 )
             self.incident.check_providers(spec.name for spec in self.providers)
+        for database in self.databases:
+            if not all(callable(getattr(database, name, None)) for name in ("create", "copy",
+                                                                             "drop", "settle")):
+                raise CrashpointsError(
+                    f"databases= holds {database!r}, which is not a database per case; pass "
+                    "crashpoints_postgres.case_database(schema=...) (or an object with "
+                    "create, copy and drop of a run directory, and settle)."
+                )
         if self.setup is not None and not callable(self.setup):
             raise CrashpointsError(f"setup={self.setup!r} is not a function of the context.")
         for index, message in enumerate(self.messages):

@@ -28,9 +28,9 @@ from ...errors import CrashpointsError
 from ..storage.agent_redis import lossy_redis
 from ..storage.powerloss import lossy_databases
 from . import schedule
+from .case_record import INCONCLUSIVE, WORLD_LIMIT
 from .concurrent_steps import ConcurrentSteps
 from .entries import deliver_entry, recover_entry
-from .case_record import INCONCLUSIVE, WORLD_LIMIT
 from .scenario import Scenario
 from .schedule import COMMIT_ERRORS, between_calls
 

@@ -17,9 +17,9 @@ from ..storage.agentfiles import (
 from ..storage.powerloss import lose_unsynced, lossy_databases, refusal
 from ..verdict.evidence import Incident
 from .bridge import CommandWorker
+from .case_record import CaseRecord
 from .context import Context
 from .program_hooks import hooks_of, unhooked_reason
-from .case_record import CaseRecord
 
 if TYPE_CHECKING:
     from ..storage.agent_redis import RedisBackup

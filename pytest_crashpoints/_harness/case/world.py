@@ -87,6 +87,8 @@ class World:
                 )
                 env = dataclasses.replace(env, redis_url=self.redis.url)
             if fresh:
+                for database in scenario.databases:
+                    database.create(env.path)
                 env = dataclasses.replace(env, signing_secret=secrets.token_hex(16))
                 self._set_up(env.signing_secret)
             self._signing_secret = env.signing_secret
@@ -95,6 +97,7 @@ class World:
             )
         except BaseException:
             self._servers.close()
+            self._drop_databases(env)
             raise
         self.ctx = Context(self.env, "harness")
         #: Reads the run directory's files while the harness's connections are open (never
@@ -118,6 +121,12 @@ class World:
         self._servers.close()
         for provider in self.providers.values():
             provider.close()
+        self._drop_databases(self.env)
+
+    def _drop_databases(self, env: CaseEnv) -> None:
+        """Drop the case's databases in a database server (``Scenario.databases``)."""
+        for database in self.scenario.databases:
+            database.drop(env.path)
 
     def _serve(self) -> tuple[tuple[str, str], ...]:
         """Start a loopback server per provider: any client of a worker reaches it there."""

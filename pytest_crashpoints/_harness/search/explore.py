@@ -312,6 +312,7 @@ class _Explorer:
             self.report.not_applicable.append(
                 "power loss: nothing the worker wrote can be lost to it (each SQLite commit is "
                 "synced before it returns: synchronous=FULL or EXTRA, or a rollback journal; "
+                "a PostgreSQL commit is the server's, whose power is not the worker's; "
                 "and no file of its own was written past what it synced, nor synced with "
                 "os.fsync or os.fdatasync, where the power could catch a write before its "
                 f"sync{redis}), so a power loss keeps what a kill keeps"
@@ -955,11 +956,15 @@ def _explore(
     nodeid: str,
 ) -> ExplorationReport:
     with contextlib.ExitStack() as stack:
-        # The agent's Redis keeps its state outside the run directory: no crash state holds it.
+        for database in scenario.databases:  # nothing of theirs left running after the test
+            stack.callback(database.settle)
+        # The agent's Redis and its databases in a server keep their state outside the run
+        # directory: no crash state holds them.
         if (
             settings.engine != "processes"
             and settings.replay is None
             and scenario.redis is None
+            and not scenario.databases
             and states_supported()
         ):
             explorer.engine = stack.enter_context(
