@@ -35,7 +35,6 @@ offer, a function that raised) is a 400 with ``code: "script_error"``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import sqlite3
@@ -48,6 +47,18 @@ import httpx
 from pytest_crashpoints.errors import ScriptError
 
 from ._model_stream import stream_body
+from ._model_wire import (
+    BadRequest,
+    call_id,
+    estimate_tokens,
+    json_object,
+    parse_chat,
+    parse_messages,
+    parse_responses,
+    render_chat,
+    render_messages,
+    render_responses,
+)
 from ._provider import Call, Provider, Reply, Route, json_body
 from ._script import Conversation, Message, ModelTurn, Script, ToolCall
 
@@ -106,54 +117,6 @@ class ModelCall:
             return f"no answer: {self.error}"
         return str(ModelTurn(self.text, tuple(ToolCall(c.name, c.arguments) for c in
                                               self.tool_calls)))
-
-
-class _BadRequest(Exception):
-    pass
-
-
-def _tokens(text: str) -> int:
-    return max(1, (len(text) + 3) // 4)
-
-
-def _text_of(content: Any) -> str:
-    """The text of a message content: a string, or a list of text parts of any API."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts = []
-        for part in content:
-            if isinstance(part, str):
-                texts.append(part)
-            elif isinstance(part, dict) and isinstance(part.get("text"), str):
-                texts.append(part["text"])
-            elif isinstance(part, dict) and part.get("type") in ("tool_result",):
-                texts.append(_text_of(part.get("content")))
-        return "\n".join(texts)
-    raise _BadRequest(f"message content must be a string or a list of parts, not {content!r}")
-
-
-def _arguments(name: str, raw: Any) -> dict[str, Any]:
-    if isinstance(raw, dict):
-        return raw
-    if isinstance(raw, str):
-        try:
-            value = json.loads(raw) if raw.strip() else {}
-        except ValueError:
-            raise _BadRequest(
-                f"the arguments of the tool call {name!r} are not JSON: {raw!r}"
-            ) from None
-        if isinstance(value, dict):
-            return value
-    raise _BadRequest(f"the arguments of the tool call {name!r} are not a JSON object: {raw!r}")
-
-
-def _object(value: Any, what: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise _BadRequest(f"{what} must be a JSON object")
-    return value
 
 
 class Model(Provider):
@@ -226,13 +189,13 @@ class Model(Provider):
     # -- the three APIs ----------------------------------------------------------------------
 
     def _chat(self, call: Call) -> Reply:
-        return self._generate(call, "chat.completions", _parse_chat, _render_chat)
+        return self._generate(call, "chat.completions", parse_chat, render_chat)
 
     def _responses(self, call: Call) -> Reply:
-        return self._generate(call, "responses", _parse_responses, _render_responses)
+        return self._generate(call, "responses", parse_responses, render_responses)
 
     def _messages(self, call: Call) -> Reply:
-        return self._generate(call, "messages", _parse_messages, _render_messages)
+        return self._generate(call, "messages", parse_messages, render_messages)
 
     def _generate(
         self,
@@ -247,14 +210,14 @@ class Model(Provider):
             return self.error(400, "The request body is not valid JSON.", code="invalid_json")
         try:
             request, model, messages, tools = _read_request(body, parse)
-        except _BadRequest as exc:
+        except BadRequest as exc:
             return self.error(400, f"{exc}.", code="invalid_request")
         conversation = Conversation(tuple(messages), tuple(tools), api, model)
         digest = conversation.digest
         conversation = Conversation(
             conversation.messages, conversation.tools, api, model, asked=self._asked(digest)
         )
-        prompt_tokens = _tokens(json.dumps(body.get("messages") or body.get("input") or ""))
+        prompt_tokens = estimate_tokens(json.dumps(body.get("messages") or body.get("input") or ""))
         key = call.key
         record: dict[str, Any] = {
             "request_id": call.request_id, "seq": call.seq, "time": call.now, "api": api,
@@ -273,7 +236,7 @@ class Model(Provider):
             return reply
         named = _named_calls(turn.tool_calls, api, call.request_id)
         turn = ModelTurn(turn.text, named)
-        completion_tokens = _tokens((turn.text or "") + json.dumps(
+        completion_tokens = estimate_tokens((turn.text or "") + json.dumps(
             [[c.name, dict(c.arguments)] for c in named]))
         record.update(
             text=turn.text,
@@ -308,19 +271,19 @@ def _read_request(
     body: Any, parse: Callable[[dict[str, Any]], tuple[list[Message], list[str]]]
 ) -> tuple[dict[str, Any], str, list[Message], list[str]]:
     """The request ``body`` read with its API's ``parse``: the request, the model it names,
-    its messages and its tools. Raises :class:`_BadRequest` for what this fake model does
+    its messages and its tools. Raises :class:`BadRequest` for what this fake model does
     not do (keep conversations, answer more than one choice)."""
-    request = _object(body, "the request body")
+    request = json_object(body, "the request body")
     if request.get("previous_response_id") or request.get("conversation"):
-        raise _BadRequest(
+        raise BadRequest(
             "this fake model keeps no conversations: send the whole input each time "
             "(no previous_response_id or conversation)"
         )
     if request.get("n") not in (None, 1):
-        raise _BadRequest("this fake model answers one choice: leave n at 1")
+        raise BadRequest("this fake model answers one choice: leave n at 1")
     model = request.get("model")
     if not isinstance(model, str) or not model:
-        raise _BadRequest("model is required (the name of a model, any string)")
+        raise BadRequest("model is required (the name of a model, any string)")
     messages, tools = parse(request)
     return request, model, messages, tools
 
@@ -332,7 +295,7 @@ def _named_calls(
     ``request_id`` (``toolu_...`` for Anthropic's, ``call_...`` for OpenAI's)."""
     prefix = "toolu_" if api == "messages" else "call_"
     return tuple(
-        ToolCall(c.name, c.arguments, prefix + _call_id(request_id, index))
+        ToolCall(c.name, c.arguments, prefix + call_id(request_id, index))
         for index, c in enumerate(calls)
     )
 
@@ -365,244 +328,3 @@ def _ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def _call_id(request_id: str, index: int) -> str:
-    return hashlib.sha256(f"{request_id}:{index}".encode()).hexdigest()[:24]
-
-
-def _id(prefix: str, request_id: str) -> str:
-    return prefix + hashlib.sha256(request_id.encode()).hexdigest()[:24]
-
-
-# -- OpenAI Chat Completions ----------------------------------------------------------------
-
-
-def _tool_names(tools: Any, name_of: Callable[[dict[str, Any]], Any]) -> list[str]:
-    if tools is None:
-        return []
-    if not isinstance(tools, list):
-        raise _BadRequest("tools must be a list")
-    names = []
-    for tool in tools:
-        name = name_of(_object(tool, "each tool"))
-        if isinstance(name, str) and name:
-            names.append(name)
-    return names
-
-
-def _parse_chat(request: dict[str, Any]) -> tuple[list[Message], list[str]]:
-    raw = request.get("messages")
-    if not isinstance(raw, list) or not raw:
-        raise _BadRequest("messages is required: a non-empty list of messages")
-    messages: list[Message] = []
-    for item in raw:
-        item = _object(item, "each message")
-        role = item.get("role")
-        if role in ("system", "developer"):
-            messages.append(Message("system", _text_of(item.get("content"))))
-        elif role == "user":
-            messages.append(Message("user", _text_of(item.get("content"))))
-        elif role == "assistant":
-            calls = []
-            for tool_call in item.get("tool_calls") or []:
-                function = _object(_object(tool_call, "each tool call").get("function"),
-                                   "a tool call's function")
-                name = str(function.get("name", ""))
-                calls.append(ToolCall(name or "?", _arguments(name, function.get("arguments")),
-                                      str(tool_call.get("id", ""))))
-            messages.append(Message("assistant", _text_of(item.get("content")), tuple(calls)))
-        elif role in ("tool", "function"):
-            messages.append(Message("tool", _text_of(item.get("content")),
-                                    tool_call_id=str(item.get("tool_call_id") or "")))
-        else:
-            raise _BadRequest(f"unknown message role {role!r}")
-    tools = _tool_names(request.get("tools"),
-                        lambda t: (t.get("function") or {}).get("name"))
-    tools += _tool_names(request.get("functions"), lambda t: t.get("name"))
-    return messages, tools
-
-
-def _usage_chat(tokens: tuple[int, int]) -> dict[str, Any]:
-    prompt, completion = tokens
-    return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": prompt + completion}
-
-
-def _render_chat(
-    call: Call, request: dict[str, Any], turn: ModelTurn, tokens: tuple[int, int]
-) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": turn.text, "refusal": None}
-    if turn.tool_calls:
-        message["tool_calls"] = [
-            {"id": c.id, "type": "function",
-             "function": {"name": c.name, "arguments": json.dumps(dict(c.arguments))}}
-            for c in turn.tool_calls
-        ]
-    return {
-        "id": _id("chatcmpl-", call.request_id),
-        "object": "chat.completion",
-        "created": int(call.wall),
-        "model": request["model"],
-        "choices": [{"index": 0, "message": message, "logprobs": None,
-                     "finish_reason": "tool_calls" if turn.tool_calls else "stop"}],
-        "usage": _usage_chat(tokens),
-        "system_fingerprint": "fp_crashpoints",
-    }
-
-
-# -- OpenAI Responses -----------------------------------------------------------------------
-
-
-def _parse_responses(request: dict[str, Any]) -> tuple[list[Message], list[str]]:
-    messages: list[Message] = []
-    if request.get("instructions"):
-        messages.append(Message("system", _text_of(request["instructions"])))
-    raw = request.get("input")
-    if isinstance(raw, str):
-        raw = [{"role": "user", "content": raw}]
-    if not isinstance(raw, list) or not raw:
-        raise _BadRequest("input is required: a string or a non-empty list of items")
-
-    def assistant(text: str = "", calls: Iterable[ToolCall] = ()) -> None:
-        # Consecutive assistant items (a message, function calls) are one answer of the model.
-        if messages and messages[-1].role == "assistant":
-            last = messages.pop()
-            text = "\n".join(t for t in (last.text, text) if t)
-            calls = (*last.tool_calls, *calls)
-        messages.append(Message("assistant", text, tuple(calls)))
-
-    for item in raw:
-        item = _object(item, "each input item")
-        kind = item.get("type", "message")
-        if kind == "message":
-            role = item.get("role")
-            text = _text_of(item.get("content"))
-            if role in ("system", "developer"):
-                messages.append(Message("system", text))
-            elif role == "user":
-                messages.append(Message("user", text))
-            elif role == "assistant":
-                assistant(text)
-            else:
-                raise _BadRequest(f"unknown input role {role!r}")
-        elif kind == "function_call":
-            name = str(item.get("name", ""))
-            assistant(calls=[ToolCall(name or "?", _arguments(name, item.get("arguments")),
-                                      str(item.get("call_id", "")))])
-        elif kind == "function_call_output":
-            output = item.get("output")
-            messages.append(Message("tool", output if isinstance(output, str) else
-                                    _text_of(output), tool_call_id=str(item.get("call_id", ""))))
-        # Other items (reasoning, web search results...) carry nothing a script reads.
-    tools = _tool_names(request.get("tools"),
-                        lambda t: t.get("name") if t.get("type") == "function" else None)
-    return messages, tools
-
-
-def _render_responses(
-    call: Call, request: dict[str, Any], turn: ModelTurn, tokens: tuple[int, int]
-) -> dict[str, Any]:
-    output: list[dict[str, Any]] = []
-    if turn.text:
-        output.append({
-            "id": _id("msg_", call.request_id), "type": "message", "role": "assistant",
-            "status": "completed",
-            "content": [{"type": "output_text", "text": turn.text, "annotations": []}],
-        })
-    for c in turn.tool_calls:
-        output.append({
-            "id": "fc_" + c.id.removeprefix("call_"), "type": "function_call", "call_id": c.id,
-            "name": c.name, "arguments": json.dumps(dict(c.arguments)), "status": "completed",
-        })
-    prompt, completion = tokens
-    return {
-        "id": _id("resp_", call.request_id),
-        "object": "response",
-        "created_at": float(int(call.wall)),
-        "status": "completed",
-        "model": request["model"],
-        "output": output,
-        "instructions": request.get("instructions"),
-        "parallel_tool_calls": request.get("parallel_tool_calls", True),
-        "tool_choice": request.get("tool_choice", "auto"),
-        "tools": request.get("tools") or [],
-        "temperature": request.get("temperature"),
-        "top_p": request.get("top_p"),
-        "metadata": request.get("metadata") or {},
-        "error": None,
-        "incomplete_details": None,
-        "usage": {
-            "input_tokens": prompt, "output_tokens": completion,
-            "total_tokens": prompt + completion,
-            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
-            "output_tokens_details": {"reasoning_tokens": 0},
-        },
-    }
-
-
-# -- Anthropic Messages ---------------------------------------------------------------------
-
-
-def _parse_messages(request: dict[str, Any]) -> tuple[list[Message], list[str]]:
-    messages: list[Message] = []
-    if request.get("system"):
-        messages.append(Message("system", _text_of(request["system"])))
-    raw = request.get("messages")
-    if not isinstance(raw, list) or not raw:
-        raise _BadRequest("messages is required: a non-empty list of messages")
-    if not isinstance(request.get("max_tokens"), int):
-        raise _BadRequest("max_tokens is required (an integer)")
-    for item in raw:
-        item = _object(item, "each message")
-        role, content = item.get("role"), item.get("content")
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-        if not isinstance(blocks, list):
-            raise _BadRequest("message content must be a string or a list of blocks")
-        if role == "user":
-            texts = []
-            for block in blocks:
-                block = _object(block, "each content block")
-                if block.get("type") == "tool_result":
-                    messages.append(Message("tool", _text_of(block.get("content")),
-                                            tool_call_id=str(block.get("tool_use_id", ""))))
-                elif isinstance(block.get("text"), str):
-                    texts.append(block["text"])
-            if texts:
-                messages.append(Message("user", "\n".join(texts)))
-        elif role == "assistant":
-            texts, calls = [], []
-            for block in blocks:
-                block = _object(block, "each content block")
-                if block.get("type") == "tool_use":
-                    name = str(block.get("name", ""))
-                    calls.append(ToolCall(name or "?", _arguments(name, block.get("input")),
-                                          str(block.get("id", ""))))
-                elif isinstance(block.get("text"), str):
-                    texts.append(block["text"])
-            messages.append(Message("assistant", "\n".join(texts), tuple(calls)))
-        else:
-            raise _BadRequest(f"unknown message role {role!r}")
-    tools = _tool_names(request.get("tools"), lambda t: t.get("name"))
-    return messages, tools
-
-
-def _render_messages(
-    call: Call, request: dict[str, Any], turn: ModelTurn, tokens: tuple[int, int]
-) -> dict[str, Any]:
-    content: list[dict[str, Any]] = []
-    if turn.text:
-        content.append({"type": "text", "text": turn.text})
-    for c in turn.tool_calls:
-        content.append({"type": "tool_use", "id": c.id, "name": c.name,
-                        "input": dict(c.arguments)})
-    prompt, completion = tokens
-    return {
-        "id": _id("msg_", call.request_id),
-        "type": "message",
-        "role": "assistant",
-        "model": request["model"],
-        "content": content,
-        "stop_reason": "tool_use" if turn.tool_calls else "end_turn",
-        "stop_sequence": None,
-        "usage": {"input_tokens": prompt, "output_tokens": completion,
-                  "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
-    }
