@@ -38,18 +38,20 @@ def _send(job: Mapping[str, Any], *, api_url: str, api_key: str) -> None:
 
 
 def handle(job: Mapping[str, Any], *, redis_url: str, api_url: str, api_key: str) -> str:
-    """Mark the job ``pending``, send its mail, mark it ``sent``; a job found ``pending`` is
+    """Claim the job ``pending``, send its mail, mark it ``sent``; a job found ``pending`` is
     parked (``review``), one found ``sent`` or ``review`` is done."""
     store = redis.Redis.from_url(redis_url, decode_responses=True)
     try:
         key = f"job:{job['task_id']}"
-        status = store.hget(key, "status")
-        if status == "pending":  # died after the send, maybe: a person decides
-            store.hset(key, "status", "review")
-            return "review"
-        if status is not None:
-            return status
-        store.hset(key, mapping={"recipient": job["recipient"], "status": "pending"})
+        # Claimed in one write (HSETNX), not read and then written: two deliveries at once
+        # cannot both find the job new.
+        if not store.hsetnx(key, "status", "pending"):
+            status = store.hget(key, "status")
+            if status == "pending":  # died after the send, maybe: a person decides
+                store.hset(key, "status", "review")
+                return "review"
+            return str(status)
+        store.hset(key, "recipient", job["recipient"])
         _send(job, api_url=api_url, api_key=api_key)
         store.hset(key, "status", "sent")
         return "sent"
