@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..._ledger.authority import Authority
-from ...errors import CrashpointsError
+from ...errors import CrashpointsError, UnknownTask
 
 if TYPE_CHECKING:
     import httpx
@@ -169,6 +169,14 @@ def key_secret(authority: Authority) -> str:
     Processes never get it: each gets a key derived from it (:func:`credential_label`)."""
     digest = hashlib.sha256(f"{authority.tenant_id}|{authority.scope_text}".encode()).hexdigest()
     return f"sk_test_{authority.tenant_id}_{digest[:12]}"
+
+
+def revoked_key(process: str, task_id: str) -> str:
+    """The API key a process gets for a task whose authority was revoked: one no provider
+    accepts (it answers 401, as a real provider answers a revoked key), so that a request
+    made with it is refused, applies nothing and is no request of the task's."""
+    digest = hashlib.sha256(f"{process}|{task_id}".encode()).hexdigest()
+    return f"sk_revoked_{digest[:16]}"
 
 
 def authority_fingerprint(authority: Authority) -> str:
@@ -309,6 +317,13 @@ class Context:
         """The authority ``task_id`` holds now; ``None`` once it was revoked."""
         return self._authorities.current(task_id)
 
+    def _revoked(self, task_id: str) -> bool:
+        """Whether ``task_id`` held an authority that was revoked (not: was never granted)."""
+        try:
+            return self.authority(task_id) is None
+        except UnknownTask:
+            return False
+
     def authority_at(self, task_id: str, at: float) -> Authority | None:
         """The authority ``task_id`` held at time ``at`` (for ledger views whose table does
         not store it). ``at`` is harness seconds (``ctx.now()``) or, for a ledger stamped
@@ -394,11 +409,15 @@ class Context:
 
     def api_key(self, provider: str, task_or_authority: str | Authority) -> str:
         """The API key this process uses at ``provider`` for a task (its authority now) or
-        for an explicit :class:`Authority`. Raises :class:`CrashpointsError` for a task whose
-        authority was revoked."""
+        for an explicit :class:`Authority`. For a task whose authority was revoked, a key the
+        provider refuses (401), as a real provider refuses a revoked key: the work that
+        asked for it may still record why nothing was sent. Raises :class:`CrashpointsError`
+        for a task never granted an authority."""
         import fake_providers
 
         self.env.spec(provider)
+        if isinstance(task_or_authority, str) and self._revoked(task_or_authority):
+            return revoked_key(self.worker_id, task_or_authority)
         authority = self._authority_for(f"ctx.api_key({provider!r}, ...)", task_or_authority)
         return fake_providers.derive_key(
             key_secret(authority),
@@ -421,9 +440,11 @@ class Context:
         if self.env.redis_url:
             env["CRASHPOINTS_REDIS_URL"] = self.env.redis_url
         authority: Authority | None = None
+        revoked = False
         if task is not None:
             env["CRASHPOINTS_TASK_ID"] = task
             authority = self.authority(task)
+            revoked = self._revoked(task)
         else:
             held = {self.authority(t) for t in self.env.tasks}
             if len(held) == 1:
@@ -438,15 +459,17 @@ class Context:
                     env[f"CRASHPOINTS_{name}_PORT"] = str(port)
             if authority is not None:
                 env[f"CRASHPOINTS_{name}_KEY"] = self.api_key(spec.name, authority)
+            elif revoked and task is not None:
+                env[f"CRASHPOINTS_{name}_KEY"] = self.api_key(spec.name, task)
             if spec.is_model:
                 # What an SDK or a framework built on one reads when nobody passes it a URL.
                 if self.env.urls:
                     env["OPENAI_BASE_URL"] = self.env.url(spec.name) + "/v1"
                     env["ANTHROPIC_BASE_URL"] = self.env.url(spec.name)
-                if authority is not None:
-                    env["OPENAI_API_KEY"] = env["ANTHROPIC_API_KEY"] = self.api_key(
-                        spec.name, authority
-                    )
+                if authority is not None or revoked:
+                    env["OPENAI_API_KEY"] = env["ANTHROPIC_API_KEY"] = env[
+                        f"CRASHPOINTS_{name}_KEY"
+                    ]
         return env
 
     @cached_property
