@@ -23,5 +23,6 @@ def test_on_postgres_a_job_sent_then_marked_is_sent_twice(crashpoints, jobs_db):
 
         return send_then_mark(job["task_id"])
 
-    crashpoints.run(worker=worker, messages=[JOB], ledger_view=jobs_view(jobs_db, message_ids=False),
+    table = jobs_view(jobs_db, message_ids=False)  # it stores no Message-ID
+    crashpoints.run(worker=worker, messages=[JOB], ledger_view=table,
                     setup=queued(jobs_db, [JOB]), databases=[jobs_db])
