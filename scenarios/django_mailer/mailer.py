@@ -4,7 +4,12 @@
   between the two (killed after the relay took the mail, before it read the reply) leaves the job
   ``queued``, and the queue's next delivery sends it a second time.
 - :func:`claim_then_send` is the fix. It claims the job (``sending``, with the ``Message-ID`` it is
-  about to use) in a committed transaction before it sends. A plain SMTP relay cannot be asked
+  about to use) in a committed transaction before it sends. It reads the job under a row lock
+  taken without waiting (``select_for_update(nowait=True)``): on PostgreSQL two deliveries at
+  once could otherwise both read ``queued`` and both claim it (the second's update waits for
+  the first's commit, then overwrites it); the second fails at once instead (``DatabaseError``)
+  and its message comes back. On SQLite Django leaves the lock out: the settings' ``IMMEDIATE``
+  transactions take the database's write lock when they begin. A plain SMTP relay cannot be asked
   whether a mail went out, so a delivery that finds the job ``sending`` parks it for a person
   (``review``, the ``Message-ID`` to look for in the relay's log) instead of sending it again.
   A reply from the relay is an answer: a refusal (``4xx`` or ``5xx``) means the relay did not
@@ -46,7 +51,7 @@ def claim_then_send(job_id: str) -> str:
     from scenarios.django_mailer.jobs.models import Job
 
     with transaction.atomic():
-        job = Job.objects.get(pk=job_id)
+        job = Job.objects.select_for_update(nowait=True).get(pk=job_id)
         if job.status != "queued":
             if job.status == "sending":  # an earlier delivery may have sent it
                 job.status = "review"

@@ -300,6 +300,12 @@ REACH = [
     ("broken/test_django_mailer.py", "", ("django", "aiosmtpd"), {
         "test_a_job_sent_then_marked_is_sent_twice": "caught",
     }),
+    ("test_django_mailer_pg.py", "", ("initdb", "psycopg", "django", "aiosmtpd"), {
+        "test_on_postgres_a_claimed_job_is_parked_never_sent_twice": "passed",
+    }),
+    ("broken/test_django_mailer_pg.py", "", ("initdb", "psycopg", "django", "aiosmtpd"), {
+        "test_on_postgres_a_job_sent_then_marked_is_sent_twice": "caught",
+    }),
     ("stdin_mailer/test_stdin_mailer.py", "", (), {
         "test_a_job_survives_kills_power_loss_and_failed_commits": "passed",
         "test_a_failed_commit_then_a_kill_is_survived_too": "passed",
@@ -371,3 +377,28 @@ def test_a_mailer_that_waits_out_the_search_lag_passes_and_its_hasty_twin_is_cau
     result, tests = _run_scenario(pytester, SCENARIOS / "broken" / "test_patient_mailer.py")
     assert [test["verdict"] for test in tests.values()] == ["caught", "caught"], result.outlines
     assert all(test["failure"]["invariants"] == [1] for test in tests.values())
+
+
+def test_the_django_mailer_on_postgres_survives_a_second_delivery_while_the_first_commits(
+    pytester: pytest.Pytester,
+) -> None:
+    """The first delivery held at its claim's commit (its row locked, the claim not yet
+    committed) while a second runs: the second's ``select_for_update(nowait=True)`` fails at
+    once and its message comes back, so the job is mailed once. A claim read without the lock
+    waits on the first's row lock until it is timed out (the verdict ``error``)."""
+    import importlib.util
+
+    from pytest_crashpoints.harness import replay_token
+    from pytest_crashpoints.servers import find_postgres_bin
+
+    if find_postgres_bin() is None or not all(
+        importlib.util.find_spec(name) for name in ("psycopg", "django", "aiosmtpd")
+    ):
+        pytest.skip("the Django mailer on PostgreSQL needs PostgreSQL, psycopg, Django, aiosmtpd")
+    held_in_the_claim = Schedule((Deliver(0, duplicate="concurrent", pause_at="db.commit"),))
+    result, tests = _run_scenario(
+        pytester, SCENARIOS / "test_django_mailer_pg.py", "--crashpoints-timeout=30",
+        f"--crashpoints-replay={replay_token(held_in_the_claim)}",
+    )
+    (test,) = tests.values()
+    assert test["verdict"] == "passed", result.outlines
