@@ -25,26 +25,11 @@ from types import ModuleType
 from typing import Any
 
 from .pg_commits import CommitFailed, after_commit, before_commit
-from .pg_statements import commits_in_transaction, commits_outside
+from .pg_statements import commits_in_transaction, commits_outside, query_text
 
 __all__ = ["patch"]
 
 _HOOKED = "_crashpoints_hooked"
-
-
-def _text(query: object, conn: Any) -> str:
-    """A query as text: a string, bytes, or one of psycopg's ``sql`` objects."""
-    if isinstance(query, str):
-        return query
-    if isinstance(query, bytes | bytearray | memoryview):
-        return bytes(query).decode("utf-8", "replace")
-    as_string = getattr(query, "as_string", None)
-    if as_string is None:
-        return ""
-    try:
-        return str(as_string(conn))
-    except Exception:  # an object psycopg itself will refuse: not a commit of ours
-        return ""
 
 
 class _Driver:
@@ -61,8 +46,8 @@ class _Driver:
             return False
         status = conn.pgconn.transaction_status
         if status == self.in_transaction or (status == self.idle and not conn.autocommit):
-            return commits_in_transaction(_text(query, conn))
-        return status == self.idle and commits_outside(_text(query, conn))
+            return commits_in_transaction(query_text(query, conn))
+        return status == self.idle and commits_outside(query_text(query, conn))
 
     def fire_before(self, conn: Any) -> tuple[str, int]:
         db = str(conn.info.dbname)
@@ -120,7 +105,7 @@ def _hook_command(driver: _Driver, original: Callable[..., Any]) -> Callable[...
         if (
             getattr(self, "_pipeline", None)
             or self.pgconn.transaction_status != driver.in_transaction
-            or not commits_in_transaction(_text(command, self))
+            or not commits_in_transaction(query_text(command, self))
         ):
             return (yield from original(self, command, *args, **kwargs))
         try:

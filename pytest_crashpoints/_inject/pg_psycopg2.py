@@ -28,7 +28,7 @@ from typing import Any
 
 from .commits import hooked_subclass
 from .pg_commits import CommitFailed, after_commit, before_commit
-from .pg_statements import commits_in_transaction, commits_outside
+from .pg_statements import commits_in_transaction, commits_outside, query_text
 
 __all__ = ["patch"]
 
@@ -38,27 +38,13 @@ _IDLE, _IN_TRANSACTION = 0, 2
 _CURSOR_PARAMETERS = ("name", "cursor_factory", "withhold", "scrollable")
 
 
-def _text(query: object, cursor: Any) -> str:
-    if isinstance(query, str):
-        return query
-    if isinstance(query, bytes | bytearray | memoryview):
-        return bytes(query).decode("utf-8", "replace")
-    as_string = getattr(query, "as_string", None)
-    if as_string is None:
-        return ""
-    try:
-        return str(as_string(cursor))
-    except Exception:  # an object psycopg2 itself will refuse: not a commit of ours
-        return ""
-
-
 def _commits(cursor: Any, query: object) -> bool:
     """Whether ``cursor`` running ``query`` now commits."""
     conn = cursor.connection
     status = conn.get_transaction_status()
     if status == _IN_TRANSACTION or (status == _IDLE and not conn.autocommit):
-        return commits_in_transaction(_text(query, cursor))
-    return status == _IDLE and commits_outside(_text(query, cursor))
+        return commits_in_transaction(query_text(query, cursor))
+    return status == _IDLE and commits_outside(query_text(query, cursor))
 
 
 @functools.cache

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
 
-__all__ = ["commits_in_transaction", "commits_outside", "statements"]
+__all__ = ["commits_in_transaction", "commits_outside", "query_text", "statements"]
 
 _WRITES = frozenset({
     "INSERT", "UPDATE", "DELETE", "MERGE", "CREATE", "DROP", "ALTER", "TRUNCATE", "GRANT",
@@ -178,3 +179,21 @@ def commits_outside(sql: str) -> bool:
     """Whether running ``sql`` outside a transaction, in autocommit mode, commits: it writes,
     or commits explicitly."""
     return any(_writes(s) or _commits(s) or _commits_prepared(s) for s in statements(sql))
+
+
+def query_text(query: object, context: Any) -> str:
+    """A query as the driver is given it, as text: a string, bytes, or a composed SQL object
+    (psycopg's and psycopg2's ``sql`` objects render with ``as_string(context)``, a
+    connection or a cursor). ``""`` for what the driver itself will refuse: no commit of
+    ours."""
+    if isinstance(query, str):
+        return query
+    if isinstance(query, bytes | bytearray | memoryview):
+        return bytes(query).decode("utf-8", "replace")
+    as_string = getattr(query, "as_string", None)
+    if as_string is None:
+        return ""
+    try:
+        return str(as_string(context))
+    except Exception:  # an object the driver will refuse: not a commit of ours
+        return ""
