@@ -13,8 +13,13 @@ are shared: ``views.py``)::
         states={"pending": State.DISPATCHED, "sent": State.OUTCOME_CONFIRMED},
     )
 
-Each read is one read-only transaction on a new connection (psycopg 3), closed after: the
-view sees what was committed, which is what a crash leaves. Rows come ordered by the
+Each read is one read-only transaction (psycopg 3), rolled back after: the view sees what was
+committed, which is what a crash leaves. Outside a crash case each read connects and closes
+its connection. Inside one, the harness holds the connection between reads
+(:func:`holding_connections`: a case reads its ledger some fifteen times, and a connection
+costs PostgreSQL a server process) and closes it before it copies or drops the case's
+database, and when the case ends; an idle connection holds no lock, so the case's processes
+never wait for it. Rows come ordered by the
 ``attempt_id`` column (PostgreSQL has no row order of its own); a table that does not exist
 yet reads as empty. A ``jsonb`` or ``json`` column reads as its JSON text (``args_json``).
 """
@@ -23,8 +28,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import LedgerError
 from .authority import Authority
@@ -34,7 +40,7 @@ from .views import MappedLedgerView
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["PostgresLedgerView"]
+__all__ = ["PostgresLedgerView", "holding_connections", "release_connections"]
 
 _INSTALL = "pip install 'pytest-crashpoints[postgres]' (psycopg 3)"
 
@@ -110,23 +116,35 @@ class PostgresLedgerView(MappedLedgerView):
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[psycopg.Connection[Any]]:
-        """A read-only transaction on a new connection, rolled back and closed after."""
+        """A read-only transaction, rolled back after, on the connection held for the view's
+        database (:func:`holding_connections`) or on a new one, closed after."""
         psycopg = _psycopg()
+        held = _HELD.connections if _HELD.depth else None
+        conn = held.get(self.dsn) if held is not None else None
+        if conn is None or conn.closed or conn.broken:
+            conn = self._connect()
+            if held is not None:
+                held[self.dsn] = conn
         try:
-            conn = psycopg.connect(self.dsn, connect_timeout=30)
-        except psycopg.Error as exc:
+            yield conn
+        finally:
+            with contextlib.suppress(psycopg.Error):
+                conn.rollback()
+            if held is None:
+                conn.close()
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        driver = _psycopg()
+        try:
+            conn = driver.connect(self.dsn, connect_timeout=30)
+        except driver.Error as exc:
             raise LedgerError(
                 f"could not connect to PostgreSQL database {self.database!r} to read the "
                 f"ledger ({str(exc).strip()}); check the view's dsn= and that the database "
                 "exists while the test runs."
             ) from None
-        try:
-            conn.read_only = True
-            yield conn
-        finally:
-            with contextlib.suppress(psycopg.Error):
-                conn.rollback()
-            conn.close()
+        conn.read_only = True
+        return cast("psycopg.Connection[Any]", conn)
 
     @property
     def _source(self) -> str:
@@ -214,6 +232,41 @@ class PostgresLedgerView(MappedLedgerView):
                     f"({str(exc).strip().splitlines()[0]}); it must be a query whose first "
                     "column lists the attempt ids your operators' queue shows."
                 ) from None
+
+
+class _Held(threading.local):
+    """The connections held for the views' reads in this thread, and how many
+    :func:`holding_connections` scopes are open in it."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.connections: dict[str, Any] = {}
+
+
+_HELD = _Held()
+
+
+@contextlib.contextmanager
+def holding_connections() -> Iterator[None]:
+    """Inside, the views of this thread keep their connection between reads (one per
+    connection string); they are closed when the outermost scope ends."""
+    _HELD.depth += 1
+    try:
+        yield
+    finally:
+        _HELD.depth -= 1
+        if not _HELD.depth:
+            release_connections()
+
+
+def release_connections() -> None:
+    """Close the connections the views of this thread hold (before a database they read is
+    copied or dropped: PostgreSQL copies or drops a database nobody is connected to)."""
+    connections = list(_HELD.connections.values())
+    _HELD.connections.clear()
+    for conn in connections:
+        with contextlib.suppress(Exception):
+            conn.close()
 
 
 def _json_as_text(row: dict[str, Any]) -> dict[str, Any]:

@@ -33,9 +33,10 @@ import threading
 from pathlib import Path
 from typing import Any, Protocol
 
+from .._ledger.postgres_view import release_connections
 from ..errors import HarnessUsageError, ServerError
 
-__all__ = ["PostgresCaseDatabase"]
+__all__ = ["CaseLedgerView", "PostgresCaseDatabase"]
 
 #: The prefix of every case database's name, so a person looking at the server knows them.
 PREFIX = "crashpoints_case_"
@@ -94,6 +95,12 @@ class PostgresCaseDatabase:
         self._numbers = itertools.count(1)
         #: The psql processes dropping databases of ended cases.
         self._dropping: list[subprocess.Popen[bytes]] = []
+        #: The connection (psycopg 3's, when installed) the harness's own statements run on,
+        #: and the process it belongs to: a statement on it takes a millisecond, ``psql``
+        #: (a process, and a connection) some twenty.
+        self._admin: Any = None
+        self._admin_pid = 0
+        self._admin_lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
         """What a worker process gets of it (a worker's function that uses it is pickled
@@ -121,27 +128,35 @@ class PostgresCaseDatabase:
         with ``postgresql+psycopg``, ``postgresql+psycopg2`` or ``postgresql+asyncpg``)."""
         return self.server.url(self.name(ctx))
 
+    def ledger_view(self, **view: Any) -> CaseLedgerView:
+        """The ledger view of the case's database, for ``crashpoints.run(ledger_view=...)``:
+        ``view`` are :class:`~pytest_crashpoints.ledger.PostgresLedgerView`'s arguments
+        (``table=``, ``columns=``, ``states=``...), and each case reads its own database.
+        A run given it makes this database for each case (``databases=`` may leave it out).
+        Raises :class:`HarnessUsageError` for an argument the view does not take."""
+        return CaseLedgerView(self, view)
+
     # -- what the harness does with it -----------------------------------------------------------
 
     def create(self, run_dir: Path) -> None:
         """Create the database of the case in ``run_dir`` from the template (a database left
         over from an earlier run of the same directory is dropped and made again)."""
         name = self.name(run_dir)
-        self.settle()
+        self._wait_background()
         spare = self._take_spare()
         try:
             self._make(name, spare)
         except ServerError:  # the name is taken (a directory made again): drop, then make
-            self.server.drop_database(name)
+            self._execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             self._make(name, spare)
         self._make_spare()
 
     def _make(self, name: str, spare: str | None) -> None:
         """Make the database ``name``: rename ``spare`` to it, or copy the template."""
         if spare is None:
-            self.server.create_database(name, template=self.template)
+            self._execute(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"')
         else:
-            self.server.execute(f'ALTER DATABASE "{spare}" RENAME TO "{name}"')
+            self._execute(f'ALTER DATABASE "{spare}" RENAME TO "{name}"')
 
     def _make_spare(self) -> None:
         """Start making a copy of the template for the next case."""
@@ -163,7 +178,7 @@ class PostgresCaseDatabase:
             return None
         name, process = spare
         if _waited(process) != 0:
-            self.server.drop_database(name)
+            self._execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             return None
         return name
 
@@ -172,11 +187,12 @@ class PostgresCaseDatabase:
         Every process of the case has ended; PostgreSQL waits (up to 5 s) for the server
         processes of their connections to exit before it copies."""
         original, clone = self.name(source), self.name(target)
-        self.settle()
-        self.server.drop_database(clone)
-        self._await_no_connections(original)
+        release_connections()  # the ledger views' (PostgreSQL copies a database unused)
+        self._wait_background()
+        self._execute(f'DROP DATABASE IF EXISTS "{clone}" WITH (FORCE)')
+        self._execute(_no_connections(original))
         try:
-            self.server.create_database(clone, template=original)
+            self._execute(f'CREATE DATABASE "{clone}" TEMPLATE "{original}"')
         except ServerError as exc:
             raise ServerError(
                 f"could not copy the case's PostgreSQL database along with its run directory "
@@ -191,6 +207,7 @@ class PostgresCaseDatabase:
         it, while the harness goes on (:meth:`settle` waits for it; a database of the same
         name is never made before it is done)."""
         name = self.name(run_dir)
+        release_connections()  # the ledger views' connections, not ended by force
         with self._lock:
             copies = self._copies.pop(name, set())
         statements = []
@@ -200,9 +217,20 @@ class PostgresCaseDatabase:
             self._dropping.append(self.server.start_statements(*statements))
 
     def settle(self) -> None:
-        """Wait until the databases being dropped are gone and the one made ahead is made
-        (the harness calls it after a test's cases: no ``psql`` is left running). Raises
-        :class:`ServerError` if PostgreSQL refused to drop one."""
+        """Wait until the databases being dropped are gone and the one made ahead is made,
+        and close the harness's connection (the harness calls it after a test's cases: no
+        ``psql`` is left running). Raises :class:`ServerError` if PostgreSQL refused to drop
+        one."""
+        try:
+            self._wait_background()
+        finally:
+            with self._admin_lock:
+                admin, self._admin = self._admin, None
+                if admin is not None and self._admin_pid == os.getpid():
+                    admin.close()
+
+    def _wait_background(self) -> None:
+        """Wait for the ``psql`` processes started for ended cases and the next case."""
         with self._lock:
             dropping, self._dropping = self._dropping, []
             if self._spare is not None:
@@ -214,10 +242,59 @@ class PostgresCaseDatabase:
                 f"at the server's log in {self.server.socket_dir.parent}."
             )
 
-    def _await_no_connections(self, name: str) -> None:
-        """Wait (at most 5 s) until no server process is connected to the database ``name``
-        (:func:`_no_connections`)."""
-        self.server.execute(_no_connections(name))
+    def _execute(self, sql: str) -> None:
+        """Run ``sql`` in the server's ``postgres`` database on the harness's connection
+        (with ``psql`` where psycopg 3 is not installed). Raises :class:`ServerError` with
+        PostgreSQL's message if it refuses."""
+        try:
+            import psycopg
+        except ImportError:
+            self.server.execute(sql)
+            return
+        with self._admin_lock:
+            if self._admin is None or self._admin_pid != os.getpid() or self._admin.broken:
+                try:
+                    self._admin = psycopg.connect(
+                        self.server.dsn(), autocommit=True, connect_timeout=30
+                    )
+                except psycopg.Error as exc:
+                    raise ServerError(f"could not connect to PostgreSQL: {exc}") from None
+                self._admin_pid = os.getpid()
+            try:
+                self._admin.execute(sql)
+            except psycopg.Error as exc:
+                said = str(exc).strip().replace("\n", " | ")
+                raise ServerError(f"PostgreSQL refused {sql[:80]!r}: {said}") from None
+
+
+class CaseLedgerView:
+    """``ctx -> PostgresLedgerView(database.dsn(ctx), **view)``: the ledger view a case
+    database makes (:meth:`PostgresCaseDatabase.ledger_view`)."""
+
+    def __init__(self, database: PostgresCaseDatabase, view: dict[str, Any]) -> None:
+        import inspect
+
+        from .._ledger.postgres_view import PostgresLedgerView
+
+        taken = set(inspect.signature(PostgresLedgerView).parameters) - {"dsn"}
+        unknown = sorted(set(view) - taken)
+        if unknown:
+            raise HarnessUsageError(
+                f"ledger_view() got {', '.join(unknown)}, which PostgresLedgerView does not "
+                f"take; pass some of {', '.join(sorted(taken))} (the dsn is the case's)."
+            )
+        #: The database it reads (the harness makes it for each case of a run given the view).
+        self.case_database = database
+        self.view = view
+
+    def __call__(self, ctx: Any) -> Any:
+        from .._ledger.postgres_view import PostgresLedgerView
+
+        return PostgresLedgerView(self.case_database.dsn(ctx), **self.view)
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{name}={value!r}" for name, value in self.view.items())
+        return f"{self.case_database!r}.ledger_view({args})"
 
 
 def _no_connections(name: str) -> str:

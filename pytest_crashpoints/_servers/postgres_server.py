@@ -1,7 +1,8 @@
 """A private PostgreSQL server for a test session: its own cluster, its own databases.
 
 :func:`postgres_server` makes a cluster in a temporary directory (``initdb``: trust
-authentication for local connections, no fsync: a test's database, not a production one),
+authentication for local connections, no fsync, no autovacuum: a test's databases live for a
+case, and an autovacuum worker in a database being copied or dropped delays it),
 starts ``postgres`` on a Unix socket in it (no TCP port: nothing of a system PostgreSQL is used
 or touched), yields a :class:`PostgresServer` once it accepts connections, and stops it (fast
 shutdown) and reaps it on the way out, whatever the block did.
@@ -234,7 +235,8 @@ def postgres_server(*, timeout: float = 60.0) -> Iterator[PostgresServer]:
             raise ServerError(f"initdb failed: {done.stderr.strip() or done.stdout.strip()}")
         argv = [str(bin_dir / "postgres"), "-D", str(data), "-k", str(sockets),
                 "-c", "listen_addresses=", "-c", f"port={_PORT}", "-c", "fsync=off",
-                "-c", "full_page_writes=off", "-c", "synchronous_commit=off"]
+                "-c", "full_page_writes=off", "-c", "synchronous_commit=off",
+                "-c", "autovacuum=off"]
         server = daemon.start(argv, log=log, user=user)
         try:
             daemon.wait_until(lambda: _ready(data), server, timeout=timeout, what="postgres",

@@ -100,6 +100,29 @@ def test_something_else_as_a_database_per_case_is_refused_in_one_line() -> None:
                  databases=("jobs",))  # type: ignore[arg-type]
 
 
+def test_a_case_databases_ledger_view_reads_it_and_brings_it_to_the_run(
+    server: PostgresServer, tmp_path: Path
+) -> None:
+    from pytest_crashpoints import ProviderSpec, State
+    from pytest_crashpoints.harness import Scenario
+    from pytest_crashpoints.ledger import PostgresLedgerView
+
+    db = server.case_database(schema=SCHEMA)
+    jobs = db.ledger_view(table="jobs", columns={"attempt_id": "id", "state": "status"},
+                          states={"pending": State.DISPATCHED})
+    case = tmp_path / "case-1"
+    made = jobs(case)
+    assert isinstance(made, PostgresLedgerView) and made.dsn == db.dsn(case)
+    assert "ledger_view(table='jobs'" in repr(jobs)
+    common = {"worker": lambda message, ctx: None, "recover": None, "messages": (),
+              "providers": (ProviderSpec("email"),), "authorities": {}}
+    assert Scenario(ledger_view=jobs, **common).databases == (db,)
+    assert Scenario(ledger_view=jobs, databases=(db,), **common).databases == (db,)
+    with pytest.raises(HarnessUsageError, match=r"ledger_view\(\) got dsn, tabel, which "
+                       r"PostgresLedgerView does not take; pass some of .*table"):
+        db.ledger_view(tabel="jobs", dsn="x")
+
+
 CASES = """
 import httpx
 import pytest

@@ -152,3 +152,55 @@ def test_the_view_only_reads(db: tuple[PostgresServer, str]) -> None:
     with pytest.raises(LedgerError, match="cannot execute DELETE in a read-only transaction"):
         sneaky.queue()
     assert server.execute("SELECT count(*) FROM tool_calls", database=name).strip() == "2"
+
+
+
+
+def _backends(server: PostgresServer, name: str) -> int:
+    """How many server processes are connected to ``name``."""
+    return int(server.execute(
+        f"SELECT count(*) FROM pg_stat_activity WHERE datname = '{name}'"
+    ).strip())
+
+
+def _drop_unforced(server: PostgresServer, name: str) -> None:
+    """DROP DATABASE without FORCE: PostgreSQL waits up to 5 s for the server processes of
+    closed connections to exit, and refuses while a connection is open."""
+    server.execute(f'DROP DATABASE "{name}"')
+
+
+def test_a_case_holds_one_connection_between_reads_and_closes_it(
+    db: tuple[PostgresServer, str],
+) -> None:
+    from pytest_crashpoints._ledger.postgres_view import holding_connections, release_connections
+
+    server, name = db
+    make_table(server, name)
+    ledger = view(server, name)
+    with holding_connections():
+        first = ledger.attempts()
+        # A commit between reads is seen by the next read (each read is its own transaction).
+        server.execute("UPDATE tool_calls SET status = 'done' WHERE id = 'c-2'", database=name)
+        second = ledger.attempts()
+        assert _backends(server, name) == 1
+        release_connections()  # what the harness does before it copies or drops a database
+        _drop_unforced(server, name)
+        server.create_database(name)
+        make_table(server, name)
+        assert [a.state for a in ledger.attempts()] == [State.OUTCOME_CONFIRMED,
+                                                        State.DISPATCHED]
+        assert _backends(server, name) == 1
+    assert [a.state for a in first] == [State.OUTCOME_CONFIRMED, State.DISPATCHED]
+    assert [a.state for a in second] == [State.OUTCOME_CONFIRMED, State.OUTCOME_CONFIRMED]
+    _drop_unforced(server, name)  # the scope's end closed it
+    server.create_database(name)
+
+
+def test_without_the_scope_a_connection_is_closed_after_each_read(
+    db: tuple[PostgresServer, str],
+) -> None:
+    server, name = db
+    make_table(server, name)
+    view(server, name).attempts()
+    _drop_unforced(server, name)
+    server.create_database(name)

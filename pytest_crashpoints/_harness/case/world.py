@@ -50,6 +50,7 @@ class World:
         import contextlib
         import secrets
 
+        from ..._ledger.postgres_view import holding_connections
         from ..._process.clock import HarnessClock
         from ..storage.authority_store import AuthorityStore
 
@@ -67,6 +68,9 @@ class World:
             if provider.is_model:
                 provider.script = scenario.model  # type: ignore[attr-defined]
         self._servers = contextlib.ExitStack()
+        # A PostgreSQL ledger view keeps its connection between the case's reads (closed
+        # before the case's database is copied or dropped, and with the world).
+        self._servers.enter_context(holding_connections())
         #: Each provider's loopback server.
         self.servers: dict[str, Server] = {}
         #: The processes of the case that are running now (named as in the timeline): the
