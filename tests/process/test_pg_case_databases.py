@@ -5,6 +5,7 @@ and leaves no database behind."""
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 from collections.abc import Iterator
 from pathlib import Path
@@ -121,6 +122,25 @@ def test_a_case_databases_ledger_view_reads_it_and_brings_it_to_the_run(
     with pytest.raises(HarnessUsageError, match=r"ledger_view\(\) got dsn, tabel, which "
                        r"PostgresLedgerView does not take; pass some of .*table"):
         db.ledger_view(tabel="jobs", dsn="x")
+
+
+def test_each_process_finds_the_case_databases_in_its_environment(
+    server: PostgresServer, tmp_path: Path
+) -> None:
+    from pytest_crashpoints import ProviderSpec
+    from pytest_crashpoints._harness.case.context import CaseEnv, Context
+
+    jobs, audit = server.case_database(schema=SCHEMA), server.case_database(template="postgres")
+    case = CaseEnv(str(tmp_path / "case-1"), (ProviderSpec("email"),), databases=(jobs,))
+    said = Context(case, "recovery-2").sdk_env()
+    assert said["CRASHPOINTS_DATABASE_URL"] == jobs.url(tmp_path / "case-1")
+    assert not [name for name in said if name.startswith("CRASHPOINTS_DATABASE_URL_")]
+    # A copy of the case (the replay of a killed recovery) reaches the copy's database.
+    copy = dataclasses.replace(case, root=str(tmp_path / "copy"), databases=(jobs, audit))
+    said = Context(copy, "recovery-3").sdk_env()
+    urls = [jobs.url(tmp_path / "copy"), audit.url(tmp_path / "copy")]
+    assert said["CRASHPOINTS_DATABASE_URL"] == urls[0] != jobs.url(tmp_path / "case-1")
+    assert [said["CRASHPOINTS_DATABASE_URL_1"], said["CRASHPOINTS_DATABASE_URL_2"]] == urls
 
 
 CASES = """

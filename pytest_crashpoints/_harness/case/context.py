@@ -211,6 +211,16 @@ class CaseEnv:
     messages: tuple[Mapping[str, Any], ...] = ()
     #: The case's own ``redis-server`` (``unix:///...``), when the test asks for one.
     redis_url: str = ""
+    #: The case's databases in a database server (``Scenario.databases``): each names the
+    #: case's database from the run directory, so a copy of the case reaches its copy.
+    databases: tuple[Any, ...] = ()
+
+    def database_urls(self) -> tuple[str, ...]:
+        """The URL of each database of the case (``postgresql://...``), in order."""
+        return tuple(
+            str(database.url(self.path)) for database in self.databases
+            if callable(getattr(database, "url", None))
+        )
 
     @property
     def path(self) -> Path:
@@ -430,15 +440,24 @@ class Context:
         ``CRASHPOINTS_<PROVIDER>_URL`` and ``CRASHPOINTS_<PROVIDER>_KEY`` for each provider
         of the case (for one reached over SMTP, also ``CRASHPOINTS_<PROVIDER>_HOST`` and
         ``CRASHPOINTS_<PROVIDER>_PORT``), ``CRASHPOINTS_RUN_DIR``, ``CRASHPOINTS_PROCESS``,
-        ``CRASHPOINTS_REDIS_URL`` (``ctx.redis_url``, with the case's own Redis) and, with a
-        task, ``CRASHPOINTS_TASK_ID``. Without a task (recovery), the keys are set only when
-        every task of the case holds the same authority. With the ``model``
-        provider, also the variables the OpenAI and Anthropic SDKs read: ``OPENAI_BASE_URL``
-        (its ``/v1``), ``OPENAI_API_KEY``, ``ANTHROPIC_BASE_URL`` and ``ANTHROPIC_API_KEY``."""
+        ``CRASHPOINTS_REDIS_URL`` (``ctx.redis_url``, with the case's own Redis),
+        ``CRASHPOINTS_DATABASE_URL`` (the ``postgresql://`` URL of the case's database, with
+        ``databases=``; with several, also ``CRASHPOINTS_DATABASE_URL_1``, ``_2``... in
+        their order) and, with a task, ``CRASHPOINTS_TASK_ID``. Without a task (recovery),
+        the keys are set only when every task of the case holds the same authority. With the
+        ``model`` provider, also the variables the OpenAI and Anthropic SDKs read:
+        ``OPENAI_BASE_URL`` (its ``/v1``), ``OPENAI_API_KEY``, ``ANTHROPIC_BASE_URL`` and
+        ``ANTHROPIC_API_KEY``."""
         task = task_id if task_id is not None else self.task_id
         env = {"CRASHPOINTS_RUN_DIR": str(self.env.path), "CRASHPOINTS_PROCESS": self.worker_id}
         if self.env.redis_url:
             env["CRASHPOINTS_REDIS_URL"] = self.env.redis_url
+        urls = self.env.database_urls()
+        for number, url in enumerate(urls, start=1):
+            if number == 1:
+                env["CRASHPOINTS_DATABASE_URL"] = url
+            if len(urls) > 1:
+                env[f"CRASHPOINTS_DATABASE_URL_{number}"] = url
         authority: Authority | None = None
         revoked = False
         if task is not None:

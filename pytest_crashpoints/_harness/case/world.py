@@ -97,7 +97,8 @@ class World:
                 self._set_up(env.signing_secret)
             self._signing_secret = env.signing_secret
             self.env = dataclasses.replace(
-                env, urls=self._serve(), messages=tuple(scenario.messages)
+                env, urls=self._serve(), messages=tuple(scenario.messages),
+                databases=tuple(scenario.databases),
             )
         except BaseException:
             self._servers.close()
