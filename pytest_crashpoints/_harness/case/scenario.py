@@ -95,9 +95,12 @@ class Scenario:
 
         # A ledger view made by a case database (``db.ledger_view(...)``) reads that
         # database: the cases make it even when ``databases=`` leaves it out.
-        read = getattr(self.ledger_view, "case_database", None)
-        if read is not None and not any(read is database for database in self.databases):
-            object.__setattr__(self, "databases", (*self.databases, read))
+        from ..._servers.postgres_cases import CaseLedgerView
+
+        if isinstance(self.ledger_view, CaseLedgerView):
+            read = self.ledger_view.case_database
+            if not any(read is database for database in self.databases):
+                object.__setattr__(self, "databases", (*self.databases, read))
 
         from ..._process.calling import check_callable
         from ..verdict.invariants import check_invariants
