@@ -2,7 +2,8 @@
 
 Everything an agent needs at run time, with or without a test harness:
 
-- the reference ledger on SQLite (:class:`Ledger`), its records (:class:`Attempt`,
+- the reference ledger on SQLite (:class:`Ledger`) and on PostgreSQL
+  (:class:`PostgresLedger`), its records (:class:`Attempt`,
   :class:`Event`, :class:`QueueEntry`), states and their legal transitions (:class:`State`,
   :data:`TRANSITIONS`, :data:`FINAL_STATES`, :data:`IN_FLIGHT_STATES`);
 - canonical arguments and their hash (:func:`normalize_args`, :func:`canonical_json`,
@@ -30,6 +31,7 @@ from ._exports import show_public_home
 from ._ledger.args import JSONValue, args_hash, canonical_json, normalize_args
 from ._ledger.authority import Authority
 from ._ledger.jsonlines import JSONLinesLedgerView
+from ._ledger.postgres_ledger import PostgresLedger
 from ._ledger.postgres_view import PostgresLedgerView
 from ._ledger.records import Attempt, Event, QueueEntry
 from ._ledger.redis_view import RedisLedgerView
@@ -52,6 +54,7 @@ __all__ = [
     "Ledger",
     "LedgerView",
     "LookupResult",
+    "PostgresLedger",
     "PostgresLedgerView",
     "QueueEntry",
     "Receipt",

@@ -41,7 +41,7 @@ from .._ledger.args import JSONValue, args_hash
 from .._ledger.authority import Authority
 from .._ledger.records import Attempt
 from ..errors import ProviderRejected
-from .toolcall import Absent, Found, LookupResult, Receipt, Unavailable
+from .toolcall import ATTEMPT_CLOCK, Absent, Found, LookupResult, Receipt, Unavailable
 
 __all__ = [
     "ChargeAdapter",
@@ -285,7 +285,10 @@ class EmailAdapter(_HttpAdapter):
                 client, f"/v3/messages/{message_id}", lambda m: _found_message(m, attempt)
             )
         sent_at = attempt.dispatched_at if attempt.dispatched_at is not None else attempt.created_at
-        if self._now() - sent_at <= self._search_lag_bound:
+        # The attempt's times are on its ledger's clock (harness seconds for ``ctx.ledger``,
+        # the wall clock for an agent's own): its age is read on that clock.
+        now = ATTEMPT_CLOCK.get() or self._now
+        if now() - sent_at <= self._search_lag_bound:
             return Unavailable("no search hit yet, and the search may still lag behind the send")
         return Absent()
 

@@ -38,7 +38,14 @@ from .._ledger.records import Attempt
 from .._ledger.sqlite import Ledger
 from .._ledger.states import State
 from ..errors import CrashpointsError, IllegalTransition, LeaseHeld
-from .toolcall import Absent, Found, ToolAdapter, Unavailable, dispatch_and_confirm
+from .toolcall import (
+    Absent,
+    Found,
+    ToolAdapter,
+    Unavailable,
+    dispatch_and_confirm,
+    look_up,
+)
 
 __all__ = ["RecoveryAction", "RecoveryPolicy", "recover"]
 
@@ -175,7 +182,7 @@ def _reconcile(
         return done("sent to review")
 
     try:
-        found = adapter.lookup(attempt)
+        found = look_up(adapter, attempt, ledger.now)
     except Exception as exc:
         found = Unavailable(f"lookup raised {type(exc).__name__}: {exc}")
     crashpoint("recovery.looked_up", attempt_id=attempt.attempt_id, tool=attempt.tool_name)

@@ -31,6 +31,7 @@ A tool adapter is a plain object that satisfies :class:`ToolAdapter`; no base cl
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeAlias
@@ -94,6 +95,25 @@ class Unavailable:
 
 
 LookupResult: TypeAlias = Found | Absent | Unavailable
+
+
+#: The clock of the ledger whose attempt an adapter is looking up (set by ``guarded_call`` and
+#: ``recover`` around each lookup): an adapter that weighs how long ago an attempt was sent
+#: (a search that lags) compares the attempt's times with the clock that wrote them, whatever
+#: clock the ledger runs on (harness seconds, or the wall clock of an agent's own ledger).
+ATTEMPT_CLOCK: contextvars.ContextVar[Callable[[], float] | None] = contextvars.ContextVar(
+    "crashpoints_attempt_clock", default=None
+)
+
+
+def look_up(adapter: ToolAdapter, attempt: Attempt, clock: Callable[[], float]) -> LookupResult:
+    """``adapter.lookup(attempt)`` with :data:`ATTEMPT_CLOCK` set to ``clock`` (the clock of
+    the ledger that holds the attempt)."""
+    token = ATTEMPT_CLOCK.set(clock)
+    try:
+        return adapter.lookup(attempt)
+    finally:
+        ATTEMPT_CLOCK.reset(token)
 
 
 class ToolAdapter(Protocol):
@@ -284,7 +304,7 @@ def _confirm(
     if not adapter.has_lookup:
         return settle(State.UNKNOWN, "no durable receipt and no lookup: a response is no proof")
     try:
-        found = adapter.lookup(attempt)
+        found = look_up(adapter, attempt, ledger.now)
     except Exception as exc:
         return settle(State.UNKNOWN, f"lookup raised {type(exc).__name__}: {exc}")
     if isinstance(found, Found):

@@ -167,6 +167,19 @@ class Ledger:
         self._conn: sqlite3.Connection | None = None
         self._pid: int | None = None
 
+    #: What begins a write transaction: SQLite takes the write lock at once, so a write never
+    #: fails half-way for a lock another writer holds.
+    _BEGIN = "BEGIN IMMEDIATE"
+    #: What a claim's read of the lease adds to lock the row (SQLite's write lock covers it).
+    _LOCK_ROW = ""
+    #: What orders attempts created at the same clock time: the order they were inserted.
+    _ROW_ORDER = "rowid"
+
+    @property
+    def where(self) -> str:
+        """Where the ledger is, as its errors name it."""
+        return str(self.path)
+
     def now(self) -> float:
         """The ledger's clock (harness time in tests)."""
         return self._clock()
@@ -303,9 +316,9 @@ class Ledger:
         # The harness may kill the process here: "at the next ledger write" (crash point C).
         crashpoint("ledger.write", op=op, attempt_id=attempt_id)
         if self.read_only:
-            raise LedgerError(f"the ledger {self.path} was opened read-only; {op} writes.")
+            raise LedgerError(f"the ledger {self.where} was opened read-only; {op} writes.")
         conn = self._connection()
-        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(self._BEGIN)
         try:
             yield conn
         except BaseException:
@@ -524,7 +537,9 @@ class Ledger:
             raise LedgerError(f"lease_seconds must be positive, not {lease_seconds!r}.")
         with self._write("claim", attempt_id) as conn:
             held = conn.execute(
-                "SELECT owner, lease_expires_at FROM attempts WHERE attempt_id = ?", (attempt_id,)
+                "SELECT owner, lease_expires_at FROM attempts WHERE attempt_id = ?"
+                + self._LOCK_ROW,
+                (attempt_id,),
             ).fetchone()
             if held is None:
                 raise UnknownAttempt(attempt_id)
@@ -601,7 +616,7 @@ class Ledger:
         params: tuple[str, ...] = ()
         if task_id is not None:
             sql, params = sql + " WHERE task_id = ?", (task_id,)
-        rows = self._connection().execute(sql + " ORDER BY created_at, rowid", params)
+        rows = self._connection().execute(sql + f" ORDER BY created_at, {self._ROW_ORDER}", params)
         return [_attempt_from_row(row) for row in rows]
 
     def events(self, attempt_id: str | None = None) -> list[Event]:
@@ -631,7 +646,8 @@ class Ledger:
         marks = ", ".join("?" for _ in states)
         now = self._clock()
         rows = self._connection().execute(
-            f"SELECT * FROM attempts WHERE state IN ({marks}) ORDER BY created_at, rowid",
+            f"SELECT * FROM attempts WHERE state IN ({marks}) "
+            f"ORDER BY created_at, {self._ROW_ORDER}",
             [state.value for state in states],
         )
         return [

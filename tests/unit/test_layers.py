@@ -30,7 +30,10 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "fake_providers": ("pytest_crashpoints.ledger",),
     "pytest_crashpoints._process": ("pytest_crashpoints._inject",),
     # A test's private servers (Redis, PostgreSQL), and their public names.
-    "pytest_crashpoints._servers": ("pytest_crashpoints._process",),
+    "pytest_crashpoints._servers": (
+        "pytest_crashpoints._process",
+        "pytest_crashpoints._ledger",  # a case database's ledger view, its held connections
+    ),
     "pytest_crashpoints.servers": ("pytest_crashpoints._servers",),
     # The harness, by job: a case's files, then the verdict on them, then one case, then the
     # search over many.

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -209,3 +210,44 @@ def test_an_attempt_without_an_adapter_is_a_clear_error(
     clock.advance(61)
     with pytest.raises(CrashpointsError, match="no adapter for tool 'send_email'"):
         recover(ledger, {}, owner="recovery-1")
+
+
+def _search_finds_nothing(sent: list[str]) -> Any:
+    """An e-mail API whose search has no hit yet; a send is accepted without a message id."""
+    import httpx
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST":
+            sent.append(request.url.path)
+            return httpx.Response(202, headers={"X-Request-Id": f"req-{len(sent)}"})
+        return httpx.Response(200, json={"messages": []})
+
+    return lambda authority: httpx.Client(base_url="https://email.test",
+                                          transport=httpx.MockTransport(answer))
+
+
+@pytest.mark.parametrize("waited, retried", [(400.0, True), (10.0, False)])
+def test_the_search_lag_is_weighed_on_the_clock_of_the_attempts_ledger(
+    tmp_path: Path, waited: float, retried: bool
+) -> None:
+    """An agent's own ledger on the wall clock, the reference e-mail adapter on harness
+    seconds: whether a search with no hit proves the mail absent depends on how long ago the
+    ledger says it was sent, read on the ledger's clock (not on the adapter's)."""
+    from pytest_crashpoints._agent.adapters import EmailAdapter
+
+    wall = ManualClock(start=1_767_225_600.0)
+    ledger = Ledger(tmp_path / "agent.sqlite3", clock=wall)
+    attempt, _ = ledger.record_intent(
+        task_id="t-1", tool_name="send_email", idempotency_key="invoice:inv-7:send",
+        args={"to": "a@example.com", "subject": "Invoice", "body": "120 EUR"},
+        authority=AUTH, actor="worker-1",
+    )
+    ledger.transition(attempt.attempt_id, State.DISPATCHED, actor="worker-1", reason="send")
+    ledger.transition(attempt.attempt_id, State.UNKNOWN, actor="worker-1", reason="no answer")
+    wall.advance(waited)
+    sent: list[str] = []
+    adapter = EmailAdapter(_search_finds_nothing(sent), now=lambda: 5.0, search_lag_bound=60)
+    [action] = recover(ledger, {"send_email": adapter}, owner="recovery-1")
+    assert (action.action == "retried with the same key") is retried, action
+    assert sent == (["/v3/mail/send"] if retried else [])
+    ledger.close()
