@@ -169,6 +169,7 @@ class CaseRecord:
         self.processes += 1
         name = f"{role}-{self.processes}"
         self.world.live.add(name)
+        self.world.started = True
         return name
 
     def _settle(self, who: str) -> None:

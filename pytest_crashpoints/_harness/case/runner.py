@@ -415,8 +415,14 @@ def verdict(
 ) -> CaseResult:
     """The six checks on what the case left, and the case's result."""
     evidence = _evidence(run, expected, ending)
+    # An agent's own ledger stamped with ``time.time()`` in a worker holds the pinned wall
+    # time (the run's epoch plus harness seconds): its events are placed on harness time.
+    epoch = run.clock.epoch()
     rows = run.history.merge(
-        events=evidence.events,
+        events=[
+            dataclasses.replace(event, at=event.at - epoch) if event.at >= epoch else event
+            for event in evidence.events
+        ],
         requests=evidence.requests,
         keys={name: a.attempt_id for a in evidence.attempts for name in stored_links(a, evidence)},
     )

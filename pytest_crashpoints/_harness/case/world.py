@@ -76,6 +76,9 @@ class World:
         #: The processes of the case that are running now (named as in the timeline): the
         #: servers admit their requests, and refuse those of a process that has ended.
         self.live: set[str] = set()
+        #: Whether a process of the case has started: before, a ledger the agent has not
+        #: created yet reads as empty, not as one the faults left unreadable.
+        self.started = False
         #: How many of each server's refused requests the case has seen (``refusals``).
         self._refusals_seen: dict[str, int] = {}
         #: The agent's own Redis, when the scenario has one (a world on a copy of a run
@@ -468,7 +471,7 @@ class _Guarded:
         try:
             return read()
         except _UNREADABLE as exc:
-            if self._world.unreadable is None:
+            if self._world.unreadable is None and self._world.started:
                 self._world.unreadable = exc
             return []
 
