@@ -277,7 +277,14 @@ def _add_queue(sub: _Subparsers) -> None:
             "queue is empty, 1 when there is work in it, 2 on an error."
         ),
     )
-    queue.add_argument("ledger", metavar="LEDGER", help="path to the ledger's SQLite file")
+    queue.add_argument(
+        "ledger",
+        metavar="LEDGER",
+        help=(
+            "path to the ledger's SQLite file, or a PostgreSQL connection string or "
+            "postgresql:// URL of a PostgresLedger's database"
+        ),
+    )
     queue.add_argument(
         "--json", action="store_true", help="print a JSON list of objects instead of a table"
     )
@@ -306,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "queue":
         from .queue import queue
 
-        return queue(Path(args.ledger), as_json=args.json)
+        return queue(args.ledger, as_json=args.json)
     if args.command == "merge":
         from .merge import merge
 

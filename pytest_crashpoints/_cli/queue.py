@@ -1,4 +1,5 @@
-"""``crashpoints queue LEDGER``: the operator's view of a reference ledger.
+"""``crashpoints queue LEDGER``: the operator's view of a reference ledger (a SQLite file,
+or a :class:`PostgresLedger`'s database named by its connection string).
 
 Every in-flight, UNKNOWN and MANUAL_REVIEW attempt. Exit 0 when the queue is empty, 1 when
 there is work left, 2 on an error (one line on stderr). The ledger is only read.
@@ -26,29 +27,52 @@ _SQLITE_HEADER_SIZE = 100
 _USER_VERSION_OFFSET = 60  # PRAGMA user_version, a big-endian 32-bit int in the file header
 
 
-def queue(path: Path, *, as_json: bool) -> int:
-    """Print the queue of the ledger at ``path``; return the exit status."""
+def queue(ledger_at: str | Path, *, as_json: bool) -> int:
+    """Print the queue of the ledger at ``ledger_at`` (a SQLite file's path, or a PostgreSQL
+    connection string or URL); return the exit status."""
     import sqlite3
 
+    from .._ledger.postgres_ledger import PostgresLedger
     from .._ledger.sqlite import Ledger
     from ..errors import CrashpointsError
 
-    refusal = _refuse_to_open(path)
-    if refusal is not None:
-        return _fail(refusal)
+    opened: Ledger
+    if _names_postgres(str(ledger_at)):
+        try:
+            opened = PostgresLedger(str(ledger_at), read_only=True)
+        except CrashpointsError as exc:
+            return _fail(str(exc))
+        label = f"PostgreSQL database {opened.path.name!r}"
+    else:
+        path = Path(ledger_at)
+        refusal = _refuse_to_open(path)
+        if refusal is not None:
+            return _fail(refusal)
+        opened, label = Ledger(path, read_only=True), str(path)
     try:
-        with Ledger(path, read_only=True) as ledger:
+        with opened as ledger:
             now = ledger.now()
             entries = ledger.queue(include_review=True)
     except CrashpointsError as exc:
         return _fail(str(exc))
     except sqlite3.Error as exc:
-        return _fail(f"cannot read the ledger {path} ({exc}); check the path.")
+        return _fail(f"cannot read the ledger {label} ({exc}); check the path.")
     if as_json:
         print(_queue_json(entries))
     else:
-        print(_queue_table(path, entries, now=now))
+        print(_queue_table(label, entries, now=now))
     return QUEUE_HAS_WORK if entries else QUEUE_EMPTY
+
+
+def _names_postgres(ledger_at: str) -> bool:
+    """Whether ``ledger_at`` is a PostgreSQL connection URL or a libpq ``key=value`` string
+    (a path never holds ``dbname=`` or ``host=``)."""
+    if ledger_at.startswith(("postgresql://", "postgres://")):
+        return True
+    return any(
+        word.split("=", 1)[0] in ("dbname", "host", "service") and "=" in word
+        for word in ledger_at.split()
+    )
 
 
 def _fail(message: str) -> int:
@@ -113,9 +137,9 @@ def _next_attempt(entry: QueueEntry, now: float) -> str:
     return "due" if wait <= 0 else f"in {wait:.0f}s"
 
 
-def _queue_table(path: Path, entries: Sequence[QueueEntry], *, now: float) -> str:
+def _queue_table(label: str, entries: Sequence[QueueEntry], *, now: float) -> str:
     if not entries:
-        return f"{path}: the queue is empty (no in-flight or review work)."
+        return f"{label}: the queue is empty (no in-flight or review work)."
     rows = [
         (
             _cell(e.attempt_id),

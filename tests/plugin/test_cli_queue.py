@@ -277,3 +277,41 @@ def test_console_script(tmp_path: Path, with_work: tuple[Path, dict[str, str]]) 
     assert missing.stderr.startswith("crashpoints queue: error: no ledger at ")
     assert missing.stderr.count("\n") == 1
     assert not (tmp_path / "missing.sqlite3").exists()
+
+
+def test_a_postgres_ledger_is_read_by_its_connection_string(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from pytest_crashpoints.ledger import PostgresLedger
+    from pytest_crashpoints.servers import find_postgres_bin, postgres_server
+
+    if find_postgres_bin() is None:
+        pytest.skip("PostgreSQL is not installed (apt-get install postgresql)")
+    with postgres_server() as server:
+        server.create_database("agent")
+        server.create_database("other")
+        with PostgresLedger(server.dsn("agent")) as ledger:
+            stuck = _intent(ledger, 1)
+            _dispatch(ledger, stuck, "req_42")
+            done = _intent(ledger, 2)
+            _dispatch(ledger, done)
+            ledger.transition(done, State.OUTCOME_CONFIRMED, actor="worker-1", reason="ok")
+        for target in (server.dsn("agent"), server.url("agent")):
+            assert main(["queue", target]) == 1
+            out = capsys.readouterr().out
+            assert stuck in out and "req_42" in out and done not in out, out
+            assert "1 attempt needs attention: 1 DISPATCHED." in out
+        assert main(["queue", "--json", server.dsn("agent")]) == 1
+        [entry] = json.loads(capsys.readouterr().out)
+        assert (entry["attempt_id"], entry["state"]) == (stuck, "DISPATCHED")
+        # A database without a ledger, and one that does not exist: one line, status 2,
+        # and nothing made in either.
+        assert main(["queue", server.dsn("other")]) == 2
+        said = capsys.readouterr()
+        assert said.out == "" and said.err.startswith("crashpoints queue: error: ")
+        assert "holds no pytest-crashpoints ledger" in said.err
+        assert main(["queue", server.dsn("missing")]) == 2
+        assert "cannot open the ledger in PostgreSQL database 'missing'" in capsys.readouterr().err
+        tables = server.execute("SELECT count(*) FROM information_schema.tables WHERE "
+                                "table_schema = 'public'", database="other")
+        assert tables.strip() == "0"
