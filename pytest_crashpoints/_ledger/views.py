@@ -233,6 +233,38 @@ class MappedLedgerView:
             attempts.sort(key=lambda a: (a.created_at, a.attempt_id))
         return attempts
 
+    def _authority(
+        self,
+        get: Callable[..., Any],
+        names: Mapping[str, str],
+        present: set[str],
+        task_id: str,
+        created_at: float,
+    ) -> Authority | None:
+        """The authority a row records: its tenant, scope and policy columns; what of them
+        the table does not store, from ``authority_of`` (a table that stores the tenant
+        alone does not record an empty scope)."""
+        stored = {
+            name for name in _AUTHORITY_COLUMNS
+            if names[name] in present or name in self.constants
+        }
+        given = self.authority_of(task_id, created_at) if self.authority_of else None
+        if "tenant_id" not in stored and given is not None:
+            return given
+        if "tenant_id" not in stored:
+            return None
+        scope = (
+            parse_scope(str(get("credential_scope", "") or ""))
+            if "credential_scope" in stored or given is None
+            else given.credential_scope
+        )
+        policy = (
+            str(get("policy_version", ""))
+            if "policy_version" in stored or given is None
+            else given.policy_version
+        )
+        return Authority(str(get("tenant_id", "")), scope, policy)
+
     def _attempt(self, row: Any, names: Mapping[str, str], present: set[str]) -> Attempt:
         def get(name: str, default: Any = None) -> Any:
             if name in self.constants:
@@ -245,14 +277,7 @@ class MappedLedgerView:
 
         created_at = float(get("created_at", 0.0) or 0.0)
         task_id = str(get("task_id", "") or "")
-        if names["tenant_id"] in present or "tenant_id" in self.constants:
-            authority: Authority | None = Authority(
-                str(get("tenant_id", "")),
-                parse_scope(str(get("credential_scope", "") or "")),
-                str(get("policy_version", "")),
-            )
-        else:
-            authority = self.authority_of(task_id, created_at) if self.authority_of else None
+        authority = self._authority(get, names, present, task_id, created_at)
         if self.args_columns:
             args = normalize_args({column: row[column] for column in self.args_columns})
             digest = args_hash(args)

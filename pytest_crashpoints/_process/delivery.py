@@ -107,13 +107,15 @@ def deliver_concurrently(
     timeout: float = DEFAULT_TIMEOUT,
     start_method: StartMethod = "fork",
     clock: HarnessClock | None = None,
+    blocked: Callable[[], bool] | None = None,
 ) -> tuple[Outcome, Outcome]:
     """Deliver ``message`` to two workers at once; return both outcomes (delivery 1, 2).
 
     ``handler`` handles both deliveries, or is a pair: the handler of the first delivery and
     that of the second (e.g. the same worker under two names). Workers are numbered 0 and 1
     in ``interleaving`` (steps ``(worker, point)``, see ``run_interleaved``); without it they
-    race freely. ``faults`` are extra faults per worker.
+    race freely. ``faults`` are extra faults per worker; ``blocked`` is
+    ``run_interleaved``'s.
     """
     handlers = (handler, handler) if callable(handler) else tuple(handler)
     if len(handlers) != 2 or not all(callable(h) for h in handlers):
@@ -129,5 +131,6 @@ def deliver_concurrently(
         timeout=timeout,
         start_method=start_method,
         clock=clock,
+        blocked=blocked,
     )
     return first, second

@@ -183,6 +183,26 @@ class Worker:
                 if self._outcome is not None or not self._extend_deadline():
                     return self._finish_or_time_out()
 
+    def wait_unless(
+        self, condition: Callable[[], bool], *, gate: str | None = None, poll: float = 0.05
+    ) -> bool:
+        """Block until the worker ends (with ``gate``: or reports it is paused there), or
+        until ``condition()`` holds, asked every ``poll`` seconds: True when ``condition``
+        ended the wait. Its deadline is :meth:`wait`'s; once it has passed, False (the
+        caller's :meth:`wait` or :meth:`wait_paused` then times the worker out)."""
+        def done() -> bool:
+            return gate is not None and gate in self._paused
+
+        with self._killed_on_error():
+            while True:
+                self._pump(done, min(self._deadline, time.monotonic() + poll))
+                if self._outcome is not None or done():
+                    return False
+                if condition():
+                    return True
+                if time.monotonic() >= self._deadline and not self._extend_deadline():
+                    return False
+
     def _extend_deadline(self) -> bool:
         """At the deadline: move it by the time the worker's processes waited for a CPU (a
         busy machine delays a worker, it does not hang it), up to ``STALL_CAP`` times the

@@ -91,6 +91,23 @@ def _alone(
     return clock.path
 
 
+def _waited(worker: Worker, gate: str | None) -> bool:
+    """Wait for ``worker`` to reach ``gate`` (True: it is held there) or, with no gate, to
+    end (False). A worker that ends without reaching its gate raises :class:`WorkerNotPaused`
+    when it completed (the order could not be forced); killed or raising, it skips the rest
+    of its steps (False)."""
+    if gate is None:
+        worker.wait()
+        return False
+    try:
+        worker.wait_paused(gate)
+    except WorkerNotPaused as error:
+        if isinstance(error.outcome, Completed):
+            raise
+        return False
+    return True
+
+
 def run_interleaved(
     calls: Sequence[Callable[[], object]],
     order: Sequence[Step],
@@ -99,11 +116,18 @@ def run_interleaved(
     timeout: float = DEFAULT_TIMEOUT,
     start_method: StartMethod = "fork",
     clock: HarnessClock | None = None,
+    blocked: Callable[[], bool] | None = None,
 ) -> list[Outcome]:
     """Run ``calls[i]`` in worker ``i``, all at once, forced through ``order``.
 
     ``faults[i]`` are extra faults for worker ``i`` (e.g. a kill). ``timeout`` bounds each
     worker's run. Returns the outcomes in worker order.
+
+    ``blocked()`` says whether a process waits for a lock in a server (a PostgreSQL row
+    lock) that only a held worker can hold: while a worker runs with others held, it is
+    asked every 50 ms, and when it holds, every held worker is released, as a server would
+    let the lock's holder go on (the order is forced up to the lock; from there the workers
+    run as they would in production). Without it, such a wait lasts until the timeout.
 
     A worker killed, raising or timing out before a gate of its own skips its remaining steps.
     A worker that *completes* without reaching a gate means the order could not be forced:
@@ -138,6 +162,7 @@ def run_interleaved(
                 worker = workers[index]
                 if worker.outcome is not None:
                     continue
+                unblocked = False
                 with busywait.running_alone(
                     _alone(clock, workers, held, index), worker, _held(workers, held, index)
                 ):
@@ -145,14 +170,16 @@ def run_interleaved(
                     if holding is not None:
                         worker.release(holding)
                         held[index] = None
-                    if gate is None:
-                        worker.wait()
+                    if blocked is not None and _held(workers, held, index):
+                        unblocked = worker.wait_unless(blocked, gate=gate)
+                    if not unblocked and not _waited(worker, gate):
                         continue
-                    try:
-                        worker.wait_paused(gate)
-                    except WorkerNotPaused as error:
-                        if isinstance(error.outcome, Completed):
-                            raise
+                if unblocked:  # out of running_alone: the held workers move from now on
+                    for n, (other, holding) in enumerate(zip(workers, held, strict=True)):
+                        if holding is not None and other.outcome is None:
+                            other.release(holding)
+                        held[n] = None
+                    if not _waited(worker, gate):
                         continue
                 held[index] = gate
             # Release every held worker before waiting for any: one may wait on another.

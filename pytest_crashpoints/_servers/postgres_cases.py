@@ -242,15 +242,25 @@ class PostgresCaseDatabase:
                 f"at the server's log in {self.server.socket_dir.parent}."
             )
 
-    def _execute(self, sql: str) -> None:
+    def lock_waits(self, run_dir: Path) -> bool:
+        """Whether a connection to the database of the case in ``run_dir`` waits for a lock
+        (a row another connection of the case holds in an open transaction): the harness
+        asks while it holds one worker of the case at a gate and runs another."""
+        return self._execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+            f"'{self.name(run_dir)}' AND wait_event_type = 'Lock'"
+        ) not in (None, 0)
+
+    def _execute(self, sql: str) -> Any:
         """Run ``sql`` in the server's ``postgres`` database on the harness's connection
-        (with ``psql`` where psycopg 3 is not installed). Raises :class:`ServerError` with
-        PostgreSQL's message if it refuses."""
+        (with ``psql`` where psycopg 3 is not installed); the first value of its first row,
+        if it returns one. Raises :class:`ServerError` with PostgreSQL's message if it
+        refuses."""
         try:
             import psycopg
         except ImportError:
-            self.server.execute(sql)
-            return
+            said = self.server.execute(sql).strip()
+            return int(said) if said.isdigit() else None
         with self._admin_lock:
             if self._admin is None or self._admin_pid != os.getpid() or self._admin.broken:
                 try:
@@ -261,10 +271,12 @@ class PostgresCaseDatabase:
                     raise ServerError(f"could not connect to PostgreSQL: {exc}") from None
                 self._admin_pid = os.getpid()
             try:
-                self._admin.execute(sql)
+                cursor = self._admin.execute(sql)
+                row = cursor.fetchone() if cursor.description else None
             except psycopg.Error as exc:
                 said = str(exc).strip().replace("\n", " | ")
                 raise ServerError(f"PostgreSQL refused {sql[:80]!r}: {said}") from None
+        return None if row is None else row[0]
 
 
 class CaseLedgerView:

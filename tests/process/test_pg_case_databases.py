@@ -9,6 +9,7 @@ import dataclasses
 import pickle
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -225,3 +226,62 @@ def test_through_the_plugin_each_case_gets_an_empty_database_and_leaves_none(
     pytester.makepyfile(CASES.format(schema=SCHEMA))
     result = pytester.runpytest_subprocess("-p", "crashpoints", "-p", "no:randomly")
     result.assert_outcomes(passed=1)
+
+
+LOCKED = {"task_id": "job-7", "to": "ada@example.com"}
+
+
+def _locked_sender(db: Any) -> Any:
+    def worker(job: Any, ctx: Any) -> str:
+        """Sends inside the transaction that locks the job's row (no NOWAIT, no lock
+        timeout: a second delivery waits for the first, as PostgreSQL makes it)."""
+        import httpx
+        import psycopg
+
+        with psycopg.connect(db.dsn(ctx), autocommit=True) as conn:
+            conn.execute("INSERT INTO jobs VALUES (%s, 'pending') ON CONFLICT DO NOTHING",
+                         (job["task_id"],))
+            with conn.transaction():
+                (status,) = conn.execute("SELECT status FROM jobs WHERE id = %s FOR UPDATE",
+                                         (job["task_id"],)).fetchone()
+                if status == "sent":
+                    return "sent"
+                httpx.post(ctx.base_url("email") + "/v3/mail/send", headers={
+                    "Authorization": "Bearer " + ctx.api_key("email", job["task_id"])}, json={
+                    "personalizations": [{"to": [{"email": job["to"]}]}],
+                    "from": {"email": "billing@example.com"}, "subject": "Invoice 7",
+                    "content": [{"type": "text/plain", "value": "120 EUR"}]},
+                    timeout=30).raise_for_status()
+                conn.execute("UPDATE jobs SET status = 'sent' WHERE id = %s", (job["task_id"],))
+        return "sent"
+
+    return worker
+
+
+def test_a_delivery_held_with_a_row_locked_is_let_go_when_the_other_waits_for_it(
+    server: PostgresServer, tmp_path: Path
+) -> None:
+    """Two deliveries at once, the first held at C, which comes at its next commit: inside
+    its transaction, its row locked. The second's ``FOR UPDATE`` waits for that lock, so the
+    harness lets the first go on (as PostgreSQL lets a lock's holder go on) instead of
+    waiting for the second until the timeout: one mail, and no inconclusive case."""
+    from pytest_crashpoints import ProviderSpec, State
+    from pytest_crashpoints.harness import Deliver, Scenario, Schedule, run_case
+    from tests.cases.test_broken_on_purpose import authority
+
+    db = server.case_database(schema=SCHEMA)
+    scenario = Scenario(
+        worker=_locked_sender(db), recover=None, messages=(LOCKED,),
+        providers=(ProviderSpec("email"),), timeout=20,
+        authorities={"job-7": authority("email:read", "email:write")},
+        ledger_view=db.ledger_view(table="jobs", columns={"attempt_id": "id", "state": "status"},
+                                   states={"pending": State.DISPATCHED,
+                                           "sent": State.OUTCOME_CONFIRMED}),
+    )
+    both = Schedule((Deliver(0, duplicate="concurrent", pause_at="C"),))
+    case = run_case(scenario, both, base_dir=tmp_path)
+    db.settle()
+    assert not case.errors, case.errors
+    assert case.passed, case.timeline
+    assert "waits at C" in case.timeline
+    assert len(case.expected_effects) == 1, case.expected_effects  # one mail

@@ -459,6 +459,25 @@ def test_4_no_request_under_changed_authority() -> None:
     )
 
 
+def test_4_a_request_refused_for_a_key_no_one_holds_was_made_under_no_authority() -> None:
+    """After a revocation a task's key is one the provider refuses (401): a request with it,
+    a lookup whose client named the attempt in a header, applied nothing under any
+    authority. It is no request of the task's; the same request applied is."""
+    history = (
+        AuthorityChange(1, "t-1", 0.0, AUTH, "initial"),
+        AuthorityChange(2, "t-1", 0.5, None, "E: revoked"),
+    )
+    refused = request(authority=None, process=None, tenant_id=None, scope=frozenset(),
+                      status=401, effect_applied=False, kind="messages.search",
+                      attempt_id="a-1", payload_hash=None, object_id=None)
+    assert [v for v in fired(evidence(authority_history=history, requests=(refused,)))
+            if v.invariant == 4] == []
+    applied = dataclasses.replace(refused, status=202, effect_applied=True)
+    [v] = [v for v in fired(evidence(authority_history=history, requests=(applied,)))
+           if v.invariant == 4]
+    assert "after the task's authority was revoked" in v.message
+
+
 @pytest.mark.parametrize(
     ("owner", "queued", "fragment"),
     [(None, True, "has no owner"), ("worker-1", False, "is missing from the queue")],

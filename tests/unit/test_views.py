@@ -342,3 +342,28 @@ def test_a_mapped_column_that_holds_no_number_is_a_one_line_error(tmp_path: Path
     assert "\n" not in said
     assert "created_at is mapped to column 'created_at', which holds '2026-11-30T14:06:01Z'" in said
     assert "a time in harness seconds" in said and "leave it unmapped" in said
+
+
+def test_a_table_that_stores_the_tenant_alone_takes_the_rest_from_authority_of(
+    tmp_path: Path,
+) -> None:
+    """A tenant column and ``authority_of``: the scope and policy the table does not store
+    come from ``authority_of``; they are not read as empty (an empty scope would make every
+    request of the attempt look wider than its own)."""
+    path = tmp_path / "agent.db"
+    make_table(path)
+    with sqlite3.connect(path) as db:
+        db.execute("ALTER TABLE tool_calls ADD COLUMN tenant TEXT DEFAULT 'tenant-9'")
+    db.close()
+    columns = {"attempt_id": "id", "task_id": "task", "state": "status",
+               "created_at": "created", "tenant_id": "tenant"}
+    states = {"sent": State.DISPATCHED, "done": State.OUTCOME_CONFIRMED}
+    mapped = SQLiteLedgerView(path, table="tool_calls", columns=columns, states=states,
+                              authority_of=lambda task, at: AUTH)
+    first = mapped.attempts()[0]
+    assert first.authority.tenant_id == "tenant-9"  # the row's word
+    assert (first.authority.credential_scope, first.authority.policy_version) == (
+        AUTH.credential_scope, AUTH.policy_version)
+    # Without authority_of, what the table does not store is not made up: empty.
+    alone = SQLiteLedgerView(path, table="tool_calls", columns=columns, states=states)
+    assert alone.attempts()[0].authority.credential_scope == frozenset()

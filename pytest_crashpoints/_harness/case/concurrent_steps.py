@@ -5,6 +5,7 @@ changes, two deliveries of one message, two recoveries racing.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 from ..._inject.failpoints import Fault, Pause
@@ -104,6 +105,7 @@ class ConcurrentSteps(StorageSteps):
                 timeout=self.scenario.timeout,
                 start_method=self.scenario.start_method,
                 clock=self.clock,
+                blocked=self._lock_waits(),
             )
         except WorkerNotPaused as exc:
             if not isinstance(exc.outcome, Completed | Killed | Raised):
@@ -125,6 +127,20 @@ class ConcurrentSteps(StorageSteps):
                 self._record(who, outcome, planned)
         finally:
             self._held = None
+
+    def _lock_waits(self) -> Callable[[], bool] | None:
+        """Whether a process of the case waits for a lock in one of its databases in a
+        server (``CaseDatabase.lock_waits``): asked while one process is held at a gate and
+        another runs, so a row lock the held one took is let go as the server would let it
+        go (its holder goes on), not waited on until the timeout."""
+        probes = [
+            functools.partial(probe, self.env.path)
+            for probe in (getattr(db, "lock_waits", None) for db in self.scenario.databases)
+            if callable(probe)
+        ]
+        if not probes:
+            return None
+        return lambda: any(probe() for probe in probes)
 
     def _deliver_after(
         self,
@@ -184,6 +200,7 @@ class ConcurrentSteps(StorageSteps):
                 timeout=self.scenario.timeout,
                 start_method=self.scenario.start_method,
                 clock=self.clock,
+                blocked=self._lock_waits(),
             )
         except WorkerNotPaused as exc:
             if not isinstance(exc.outcome, Completed):

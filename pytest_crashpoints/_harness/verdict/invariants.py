@@ -657,6 +657,19 @@ def _ledger_problems(evidence: Evidence, request: ProviderRequest, attempt: Atte
     return problems
 
 
+def _refused_unauthenticated(request: ProviderRequest) -> bool:
+    """A request the provider refused (401) for a credential it issued to no one: the key a
+    task gets once its authority is revoked, or none at all. It carried no authority, so it
+    was made under none, and applied nothing: no request of the task's, whatever ids its
+    client attached (a correlation header naming the attempt)."""
+    return (
+        request.authority is None
+        and request.process is None
+        and request.status == 401
+        and not request.effect_applied
+    )
+
+
 def check_authority(evidence: Evidence) -> list[Violation]:
     """Invariant 4: every request within the tenant and scope of its task's authority at
     that moment, never under authority that was revoked or changed."""
@@ -665,6 +678,8 @@ def check_authority(evidence: Evidence) -> list[Violation]:
     for request in evidence.requests:
         if request.from_incident:
             continue  # production's own request, under its authority: not the case's
+        if _refused_unauthenticated(request):
+            continue
         rows = _rows_of(evidence, [request])
         problems = _credential_problems(evidence, request)
         if with_authority:
