@@ -294,7 +294,9 @@ class CaseRecord:
             "(a SQLite write lock taken before the point, a file lock), it waits "
             "until it is timed out; give that wait a shorter timeout of its own "
             "(sqlite3.connect(..., timeout=5)) so the second delivery fails and its "
-            "message comes back"
+            "message comes back (a PostgreSQL lock in a database of the test's "
+            "databases= is seen, and the first worker let go: one in a server of your "
+            "own is not)"
         )
 
     def run_process(
